@@ -1,0 +1,19 @@
+"""The `onnxforge` command line (Typer): one module per command."""
+
+from __future__ import annotations
+
+__all__ = ["app", "main"]
+
+import sys
+
+from onnxforge.cli._app import app
+from onnxforge.cli import info as _info  # noqa: F401  (registers the command)
+
+
+def main() -> None:
+    """Entry point: run the app; an unexpected failure is one line on stderr, never a traceback."""
+    try:
+        app()
+    except Exception as exc:  # noqa: BLE001  (typer.Exit/SystemExit are BaseException, not caught)
+        print(f"onnxforge: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,82 @@
+"""`onnxforge info MODEL`: what a model is made of, as a table or JSON."""
+
+from __future__ import annotations
+
+__all__ = ["info"]
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from onnxforge.cli._app import app, fail_on_errors, stdout
+from onnxforge.errors import InvalidModelError
+from onnxforge.io import load
+from onnxforge.ir import problems
+from onnxforge.summary import summarize
+
+
+@app.command()
+def info(
+    model: Annotated[Path, typer.Argument(help="The .onnx file to describe.")],
+    *,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
+    """Describe MODEL: opsets, IR version, producer, ops, inputs/outputs, weights.
+
+    Exit 0 for a valid model, 1 when it reads but breaks the graph's invariants (each problem on
+    its own line on stderr), 2 when it cannot be read.
+    """
+    with fail_on_errors():
+        loaded = load(model)
+        summary = summarize(loaded)
+        found = problems(loaded)
+        if as_json:
+            stdout.print_json(json.dumps({"file": str(model), **summary, "problems": found}))
+        else:
+            _print_tables(model, summary)
+        if found:
+            raise InvalidModelError(found, where=str(model))
+
+
+def _shape(entry: dict[str, Any]) -> str:
+    shape = entry["shape"]
+    if shape is None:
+        return "?" if entry["dtype"] is None or entry["dtype"].isalnum() else ""
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _print_tables(path: Path, s: dict[str, Any]) -> None:
+    opsets = ", ".join(f"{d} {v}" for d, v in s["opset_imports"].items())
+    producer = " ".join(p for p in (s["producer"]["name"], s["producer"]["version"]) if p) or "-"
+    overview = Table(title=str(path), show_header=False, title_justify="left")
+    for key, value in (
+        ("IR version", s["ir_version"]),
+        ("opsets", opsets or "-"),
+        ("producer", producer),
+        ("nodes", f"{s['nodes']} ({s['nodes_total']} with subgraphs)"),
+        ("initializers", f"{s['initializers']} ({_bytes(s['initializer_bytes'])})"),
+        ("subgraphs", s["subgraphs"]),
+        ("functions", s["functions"]),
+    ):
+        overview.add_row(key, str(value))
+    stdout.print(overview)
+    io_table = Table("", "name", "dtype", "shape", title="inputs and outputs", title_justify="left")
+    for kind in ("inputs", "outputs"):
+        for entry in s[kind]:
+            io_table.add_row(kind[:-1], entry["name"], entry["dtype"] or "?", _shape(entry))
+    stdout.print(io_table)
+    ops = Table("op", "count", title="ops", title_justify="left")
+    for op_type, count in s["op_types"].items():
+        ops.add_row(op_type, str(count))
+    stdout.print(ops)
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)

@@ -1,0 +1,23 @@
+"""onnxforge: make ONNX models ready to ship (shapes, opset conversion, folding, cleanup)."""
+
+from __future__ import annotations
+
+__all__ = [
+    "DType",
+    "Function",
+    "Graph",
+    "Model",
+    "Op",
+    "Tensor",
+    "TensorType",
+    "Value",
+    "__version__",
+    "load",
+    "save",
+    "verify",
+]
+
+from onnxforge.io import load, save
+from onnxforge.ir import DType, Function, Graph, Model, Op, Tensor, TensorType, Value, verify
+
+__version__ = "0.1.0"

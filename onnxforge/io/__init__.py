@@ -1,0 +1,201 @@
+"""The only code that touches ONNX protobuf: load, save, from_proto, to_proto."""
+
+from __future__ import annotations
+
+__all__ = ["DEFAULT_EXTERNAL_THRESHOLD", "PROTOBUF_LIMIT", "from_proto", "load", "save", "to_proto"]
+
+import logging
+import os
+import secrets
+from pathlib import Path
+from typing import BinaryIO
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from onnxforge.errors import ModelReadError, OnnxForgeError
+from onnxforge.io._convert import EmbedSink, TensorSink, model_from_proto, model_to_proto
+from onnxforge.io._files import Span, open_model_file
+from onnxforge.io._tensors import raw_source
+from onnxforge.io._wire import WeightSource, WireError, split_weights, write_model
+from onnxforge.ir import Model, Tensor
+
+logger = logging.getLogger(__name__)
+
+PROTOBUF_LIMIT = (1 << 31) - 1
+"""Protobuf cannot serialize a message of 2 GiB or more."""
+DEFAULT_EXTERNAL_THRESHOLD = 1024
+"""Tensors of at least this many bytes go to the external-data file (onnx's default too)."""
+_ALIGN = 4096  # external tensors of 1 MiB or more start on a page boundary, as onnx writes them
+_ALIGN_FROM = 1 << 20
+
+
+def load(path: str | os.PathLike[str]) -> Model:
+    """Read a model; weights stay in the (memory-mapped) file, external data included.
+
+    Raises ModelReadError when the file cannot be read as an ONNX model.
+    """
+    path = Path(path)
+    data_file = open_model_file(path)
+    if data_file.size == 0:
+        raise ModelReadError(path, "is empty, not an ONNX model")
+    buf = memoryview(data_file.mmap())
+    try:
+        skeleton, offsets = split_weights(buf)
+        wire_problem = ""
+    except WireError as exc:
+        skeleton, offsets, wire_problem = bytes(buf), [], str(exc)
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(skeleton)
+    except DecodeError:
+        detail = f" ({wire_problem})" if wire_problem else ""
+        raise ModelReadError(
+            path, f"not an ONNX model: the protobuf is truncated or corrupted{detail}"
+        ) from None
+    finally:
+        buf.release()
+    if not proto.HasField("graph") or proto.ir_version <= 0:
+        missing = "graph" if not proto.HasField("graph") else "ir_version"
+        raise ModelReadError(path, f"not an ONNX model: it has no {missing}")
+    spans = [None if o is None else Span(data_file, *o) for o in offsets]
+    return model_from_proto(proto, spans=spans, model_path=path)
+
+
+def from_proto(proto: onnx.ModelProto) -> Model:
+    """Build a Model from an in-memory ModelProto."""
+    return model_from_proto(proto)
+
+
+def to_proto(model: Model) -> onnx.ModelProto:
+    """An in-memory ModelProto with every tensor's bytes embedded (copies the weights)."""
+    return model_to_proto(model, EmbedSink())
+
+
+class _SaveSink(TensorSink):
+    """Main-graph weights are spliced into the file as it is written, or go to external data;
+    the rest are embedded."""
+
+    def __init__(self, external: BinaryIO | None, location: str, threshold: int) -> None:
+        self.external = external
+        self.location = location
+        self.threshold = threshold
+        self.spliced: dict[int, WeightSource] = {}
+        self.embedded_bytes = 0
+
+    def place(self, tensor: Tensor, out: onnx.TensorProto, *, initializer: int | None) -> None:
+        source = raw_source(tensor)
+        if source is None:  # strings cannot be raw
+            EmbedSink().place(tensor, out, initializer=initializer)
+            return
+        if self.external is not None and initializer is not None and source.length >= self.threshold:
+            self._write_external(source, out)
+        elif initializer is not None:
+            self.spliced[initializer] = source
+            self.embedded_bytes += source.length
+        else:
+            EmbedSink().place(tensor, out, initializer=initializer)
+            self.embedded_bytes += source.length
+
+    def _write_external(self, source: WeightSource, out: onnx.TensorProto) -> None:
+        assert self.external is not None
+        offset = self.external.seek(0, os.SEEK_END)
+        if source.length >= _ALIGN_FROM and offset % _ALIGN:
+            self.external.write(b"\0" * (_ALIGN - offset % _ALIGN))
+            offset = self.external.tell()
+        source.write(self.external)
+        for key, value in (("location", self.location), ("offset", offset), ("length", source.length)):
+            entry = out.external_data.add()
+            entry.key, entry.value = key, str(value)
+        out.data_location = onnx.TensorProto.EXTERNAL
+
+
+def _main_weights(model: Model) -> list[Tensor]:
+    return [v.const for v in model.graph.initializers if isinstance(v.const, Tensor)]
+
+
+def _had_external(model: Model) -> bool:
+    return any(
+        t.meta is not None and t.meta.data_location == onnx.TensorProto.EXTERNAL
+        for t in _main_weights(model)
+    )
+
+
+def save(
+    model: Model,
+    path: str | os.PathLike[str],
+    *,
+    external_data: bool | None = None,
+    size_threshold: int = DEFAULT_EXTERNAL_THRESHOLD,
+    location: str | None = None,
+) -> None:
+    """Write ``model`` to ``path`` atomically: a temporary file in the same folder, renamed.
+
+    ``external_data``: True writes main-graph weights of at least ``size_threshold`` bytes to
+    ``location`` (default ``<file name>.data``, beside the model); False embeds everything;
+    None (default) keeps external data if the model was loaded with it, and switches to it
+    when the weights would pass protobuf's 2 GiB limit. Weight bytes are copied file to file,
+    never held in Python memory.
+    """
+    path = Path(path)
+    if external_data is None:
+        weights = sum(t.nbytes for t in _main_weights(model))
+        external_data = _had_external(model) or weights > PROTOBUF_LIMIT - (64 << 20)
+    location = location or f"{path.name}.data"
+    if os.path.dirname(location) or location in (".", "..") or os.path.isabs(location):
+        raise OnnxForgeError(f"external data location {location!r} must be a file name beside the model")
+    folder = path.parent
+    if not folder.is_dir():
+        raise OnnxForgeError(f"{path}: the folder {str(folder)!r} does not exist")
+    token = secrets.token_hex(6)
+    tmp_model = folder / f".{path.name}.{token}.tmp"
+    tmp_data = folder / f".{location}.{token}.tmp"
+    created: list[Path] = []
+    try:
+        with _create(tmp_model, created) as out:
+            external = _create(tmp_data, created) if external_data else None
+            try:
+                sink = _SaveSink(external, location, size_threshold)
+                _write(model, out, sink, path)
+            finally:
+                if external is not None:
+                    external.flush()
+                    os.fsync(external.fileno())
+                    external.close()
+            out.flush()
+            os.fsync(out.fileno())
+        if external_data:
+            os.replace(tmp_data, folder / location)
+        os.replace(tmp_model, path)
+        created.clear()
+    finally:
+        for leftover in created:
+            leftover.unlink(missing_ok=True)
+
+
+def _create(path: Path, created: list[Path]) -> BinaryIO:
+    handle = open(path, "xb")  # noqa: SIM115  (closed by the caller)
+    created.append(path)
+    return handle
+
+
+def _write(model: Model, out: BinaryIO, sink: _SaveSink, path: Path) -> None:
+    mp = model_to_proto(model, sink)
+    gp = mp.graph
+    initializers = [
+        (gp.initializer[i].SerializeToString(), sink.spliced.get(i)) for i in range(len(gp.initializer))
+    ]
+    gp.ClearField("initializer")
+    graph_rest = gp.SerializeToString()
+    mp.ClearField("graph")
+    model_rest = mp.SerializeToString()
+    total = len(model_rest) + len(graph_rest) + sum(
+        len(t) + (w.length if w else 0) for t, w in initializers
+    )
+    if total > PROTOBUF_LIMIT:
+        raise OnnxForgeError(
+            f"{path}: the model would be {total / 2**30:.2f} GiB, over protobuf's 2 GiB limit; "
+            "save it with external data"
+        )
+    write_model(out, model_rest, graph_rest, initializers)
+

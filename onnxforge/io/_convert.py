@@ -1,0 +1,730 @@
+"""ModelProto <-> Model, losslessly.
+
+Every field of every message is read. Writing rebuilds each message from the IR, but what a pass
+left unchanged is written as it was read: a value's ValueInfoProto is copied while its type object
+is the one loaded, a field set to its default in the file (``domain: ""``) is set again, and the
+messages onnxforge does not model (training_info, configuration, quantization annotations,
+device configurations, non-tensor types) are carried verbatim.
+"""
+
+from __future__ import annotations
+
+__all__ = ["EmbedSink", "TensorSink", "model_from_proto", "model_to_proto"]
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import onnx
+from onnx import AttributeProto, TensorProto
+
+from onnxforge.errors import ModelReadError, OnnxForgeError
+from onnxforge.io._files import DataFile, Span, open_external
+from onnxforge.io._tensors import raw_source, tensor_from_array
+from onnxforge.ir import (
+    AttrRef,
+    DType,
+    Function,
+    Graph,
+    Model,
+    Op,
+    OpaqueType,
+    SparseTensor,
+    Tensor,
+    TensorType,
+    Value,
+)
+
+_A = AttributeProto
+
+
+# -- small helpers ---------------------------------------------------------------------------
+def _props(entries: Any) -> list[tuple[str, str]]:
+    return [(e.key, e.value) for e in entries]
+
+
+def _write_props(out: Any, props: list[tuple[str, str]], source: Any) -> None:
+    if source is not None and len(source) == len(props) and _props(source) == props:
+        out.extend(source)
+        return
+    for key, value in props:
+        entry = out.add()
+        entry.key, entry.value = key, value
+
+
+def _set(out: Any, source: Any, name: str, value: Any) -> None:
+    """Set a scalar field when it differs from its default or the source set it explicitly."""
+    if value or (source is not None and source.HasField(name)):
+        setattr(out, name, value)
+
+
+def _text(data: bytes) -> str | bytes:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+
+
+def _bytes(text: str | bytes) -> bytes:
+    return text.encode("utf-8") if isinstance(text, str) else text
+
+
+def type_from_proto(tp: onnx.TypeProto) -> TensorType | OpaqueType:
+    which = tp.WhichOneof("value")
+    if which != "tensor_type" or tp.HasField("denotation"):
+        return OpaqueType(tp, which or "undefined")
+    tt = tp.tensor_type
+    if not tt.HasField("elem_type"):
+        return OpaqueType(tp, which)
+    if not tt.HasField("shape"):
+        return TensorType(tt.elem_type, None)
+    dims: list[int | str | None] = []
+    for d in tt.shape.dim:
+        if d.HasField("denotation"):
+            return OpaqueType(tp, which)
+        kind = d.WhichOneof("value")
+        dims.append(d.dim_value if kind == "dim_value" else d.dim_param if kind else None)
+    return TensorType(tt.elem_type, tuple(dims))
+
+
+def type_to_proto(t: TensorType | OpaqueType, out: onnx.TypeProto) -> None:
+    if isinstance(t, OpaqueType):
+        out.CopyFrom(t.proto)
+        return
+    tt = out.tensor_type
+    tt.elem_type = t.dtype
+    if t.shape is not None:
+        tt.shape.SetInParent()
+        for d in t.shape:
+            dim = tt.shape.dim.add()
+            if isinstance(d, int):
+                dim.dim_value = d
+            elif isinstance(d, str):
+                dim.dim_param = d
+
+
+# -- reading ---------------------------------------------------------------------------------
+@dataclass(slots=True)
+class _ValueSource:
+    """A value as loaded: unchanged while ``type`` is still the very object and docs match."""
+
+    type: Any
+    doc_string: str
+    metadata_props: list[tuple[str, str]]
+
+    def unchanged(self, value: Value) -> bool:
+        return (
+            value.type is self.type
+            and value.doc_string == self.doc_string
+            and value.metadata_props == self.metadata_props
+        )
+
+
+@dataclass(slots=True)
+class _GraphSource:
+    proto: Any
+    inputs: list[tuple[Any, Value]] = field(default_factory=list)
+    outputs: list[tuple[Any, Value]] = field(default_factory=list)
+    value_info: list[tuple[Any, Value | None]] = field(default_factory=list)
+
+
+def _bulk_add(g: nx.MultiDiGraph, nodes: Sequence[Any], edges: Sequence[tuple[Any, Any, Any]]) -> None:
+    """Add nodes and keyed edges through networkx's own dicts: half the time of
+    add_edges_from on 100k-node models, the same structure (MultiDiGraph.add_edge's)."""
+    node, succ, pred = g._node, g._succ, g._pred
+    for n in nodes:
+        if n not in node:
+            node[n], succ[n], pred[n] = {}, {}, {}
+    for u, v, key in edges:
+        for n in (u, v):
+            if n not in node:
+                node[n], succ[n], pred[n] = {}, {}, {}
+        keydict = succ[u].get(v)
+        if keydict is None:
+            keydict = succ[u][v] = pred[v][u] = {}
+        keydict[key] = {}
+    clear = getattr(nx, "_clear_cache", None)
+    if clear is not None:
+        clear(g)
+
+
+class _Reader:
+    def __init__(self, spans: Sequence[Span | None], model_path: Path | None) -> None:
+        self.spans = spans
+        self.model_path = model_path
+        self.files: dict[str, DataFile] = {}
+
+    # tensors
+    def tensor(self, tp: TensorProto, span: Span | None = None) -> Tensor:
+        if tp.data_location == TensorProto.EXTERNAL:
+            return Tensor(tp.data_type, tp.dims, span=self.external_span(tp), meta=tp)
+        if span is not None:
+            return Tensor(tp.data_type, tp.dims, span=span, meta=tp)
+        return Tensor(tp.data_type, tp.dims, proto=tp)
+
+    def external_span(self, tp: TensorProto) -> Span:
+        where = self.model_path or Path("<in-memory model>")
+        if self.model_path is None:
+            raise ModelReadError(
+                where, f"tensor {tp.name!r} has external data; load the model from its file"
+            )
+        info = {e.key: e.value for e in tp.external_data}
+        file = open_external(self.model_path, info.get("location", ""), tp.name, self.files)
+        try:
+            offset = int(info.get("offset", 0))
+            length = int(info["length"]) if "length" in info else file.size - offset
+        except ValueError:
+            raise ModelReadError(where, f"tensor {tp.name!r}: external offset/length is not a number") from None
+        if offset < 0 or length < 0 or offset + length > file.size:
+            raise ModelReadError(
+                where,
+                f"tensor {tp.name!r}: external data offset {offset} + length {length} lies outside "
+                f"{file.path.name!r} ({file.size} bytes)",
+            )
+        expected = Tensor(tp.data_type, tp.dims).nbytes
+        if tp.data_type != DType.STRING and expected != length:
+            raise ModelReadError(
+                where,
+                f"tensor {tp.name!r}: external data has {length} bytes, but its type and shape "
+                f"need {expected}",
+            )
+        return Span(file, offset, length)
+
+    def sparse(self, sp: onnx.SparseTensorProto) -> SparseTensor:
+        return SparseTensor(self.tensor(sp.values), self.tensor(sp.indices), tuple(sp.dims), sp)
+
+    # attributes
+    def attribute(self, a: AttributeProto, scopes: list[dict[str, Value]], graph: Graph) -> Any:
+        kind = a.type or _kind_of_fields(a)
+        if a.ref_attr_name:
+            return AttrRef(a.ref_attr_name, kind)
+        if kind == _A.FLOAT:
+            return a.f
+        if kind == _A.INT:
+            return a.i
+        if kind == _A.STRING:
+            return _text(a.s)
+        if kind == _A.TENSOR:
+            return self.tensor(a.t)
+        if kind == _A.GRAPH:
+            return self.graph(a.g, scopes, graph)
+        if kind == _A.SPARSE_TENSOR:
+            return self.sparse(a.sparse_tensor)
+        if kind == _A.TYPE_PROTO:
+            return OpaqueType(a.tp, "type_proto")
+        if kind == _A.FLOATS:
+            return list(a.floats)
+        if kind == _A.INTS:
+            return list(a.ints)
+        if kind == _A.STRINGS:
+            return [_text(s) for s in a.strings]
+        if kind == _A.TENSORS:
+            return [self.tensor(t) for t in a.tensors]
+        if kind == _A.GRAPHS:
+            return [self.graph(sub, scopes, graph) for sub in a.graphs]
+        if kind == _A.SPARSE_TENSORS:
+            return [self.sparse(s) for s in a.sparse_tensors]
+        if kind == _A.TYPE_PROTOS:
+            return [OpaqueType(t, "type_proto") for t in a.type_protos]
+        return None  # an attribute with no value: written back as read
+
+    # graphs
+    def graph(
+        self, gp: onnx.GraphProto, scopes: list[dict[str, Value]], parent: Graph | None, *, top: bool = False
+    ) -> Graph:
+        g = Graph(gp.name, parent=parent)
+        g.doc_string = gp.doc_string
+        g.metadata_props = _props(gp.metadata_props)
+        src = g._source = _GraphSource(gp)
+        local: dict[str, Value] = {}
+        nodes: list[Any] = []
+
+        def define(name: str) -> Value:
+            value = Value(name, _graph=g)
+            nodes.append(value)
+            local.setdefault(name, value)
+            return value
+
+        for vi in gp.input:
+            value = local.get(vi.name) or define(vi.name)
+            _take_info(value, vi)
+            g.inputs.append(value)
+            src.inputs.append((vi, value))
+        for i, tp in enumerate(gp.initializer):
+            value = local.get(tp.name)
+            if value is None or value.const is not None:
+                value = define(tp.name)
+            value.const = self.tensor(tp, self.spans[i] if top and i < len(self.spans) else None)
+            g.initializers.append(value)
+        for sp in gp.sparse_initializer:
+            name = sp.values.name
+            value = local.get(name)
+            if value is None or value.const is not None:
+                value = define(name)
+            value.const = self.sparse(sp)
+            g.initializers.append(value)
+        edges = self.body(g, gp.node, local, scopes, define, nodes)
+        for vi in gp.value_info:
+            value = local.get(vi.name)
+            if value is not None:
+                _take_info(value, vi)
+            src.value_info.append((vi, value))
+        for vi in gp.output:
+            value = local.get(vi.name)
+            if value is None:
+                value = _resolve(vi.name, scopes)
+                if value is None:
+                    value = define(vi.name)
+                else:  # an outer value passed straight through: a capture
+                    nodes.append(value)
+            if value._graph is g:
+                _take_info(value, vi)
+            g.outputs.append(value)
+            src.outputs.append((vi, value))
+        _bulk_add(g.nx, nodes, edges)
+        _seal(nodes)
+        return g
+
+    def body(
+        self,
+        g: Graph,
+        node_protos: Any,
+        local: dict[str, Value],
+        scopes: list[dict[str, Value]],
+        define: Any,
+        nodes: list[Any],
+    ) -> list[tuple[Any, Any, Any]]:
+        """Read the nodes of a graph or function body; returns the edges to add."""
+        ops: list[tuple[Op, Any]] = []
+        edges: list[tuple[Any, Any, Any]] = []
+        for n in node_protos:  # pass 1: every op and the values it defines
+            op = Op(n.op_type, n.domain, n.name, overload=n.overload, doc_string=n.doc_string)
+            op._graph = g
+            op._source = n
+            if len(n.metadata_props):
+                op.metadata_props = _props(n.metadata_props)
+            outputs: list[Value | None] = [define(name) if name else None for name in n.output]
+            op._outputs = outputs
+            nodes.append(op)
+            g._ops[op] = None
+            for port, value in enumerate(outputs):
+                if value is not None:
+                    edges.append((op, value, port))
+            ops.append((op, n))
+        inner_scopes = [*scopes, local]
+        for op, n in ops:  # pass 2: uses, which may refer to any op's outputs or outer scopes
+            inputs: list[Value | None] = []
+            for port, name in enumerate(n.input):
+                if not name:
+                    inputs.append(None)
+                    continue
+                value = local.get(name) or _resolve(name, scopes) or define(name)
+                inputs.append(value)
+                edges.append((value, op, port))
+            op._inputs = inputs
+            for a in n.attribute:
+                op.attrs[a.name] = self.attribute(a, inner_scopes, g)
+            for sub in op.subgraphs():
+                sub.owner = op
+                for value in sub.captures():
+                    edges.append((value, op, ("capture", value.name)))
+        return edges
+
+    def function(self, fp: onnx.FunctionProto) -> Function:
+        g = Graph(fp.name)
+        src = g._source = _GraphSource(fp)
+        local: dict[str, Value] = {}
+        nodes: list[Any] = []
+
+        def define(name: str) -> Value:
+            value = Value(name, _graph=g)
+            nodes.append(value)
+            local.setdefault(name, value)
+            return value
+
+        g.inputs = [local.get(name) or define(name) for name in fp.input]
+        edges = self.body(g, fp.node, local, [], define, nodes)
+        g.outputs = [local.get(name) or define(name) for name in fp.output]
+        for vi in fp.value_info:
+            value = local.get(vi.name)
+            if value is not None:
+                _take_info(value, vi)
+            src.value_info.append((vi, value))
+        _bulk_add(g.nx, nodes, edges)
+        _seal(nodes)
+        fn = Function(
+            fp.name,
+            fp.domain,
+            g,
+            attributes=list(fp.attribute),
+            attribute_defaults={a.name: self.attribute(a, [], g) for a in fp.attribute_proto},
+            opset_imports={o.domain: o.version for o in fp.opset_import},
+            overload=fp.overload,
+            doc_string=fp.doc_string,
+            metadata_props=_props(fp.metadata_props),
+        )
+        fn._source = fp
+        return fn
+
+
+def _resolve(name: str, scopes: list[dict[str, Value]]) -> Value | None:
+    for scope in reversed(scopes):
+        value = scope.get(name)
+        if value is not None:
+            return value
+    return None
+
+
+def _take_info(value: Value, vi: onnx.ValueInfoProto) -> None:
+    """The first ValueInfoProto of a value gives its type and docs."""
+    if value._source is not None:
+        return
+    value.type = type_from_proto(vi.type) if vi.HasField("type") else None
+    value.doc_string = vi.doc_string
+    value.metadata_props = _props(vi.metadata_props)
+    value._source = True  # sealed into a _ValueSource once the graph is read
+
+
+def _seal(nodes: list[Any]) -> None:
+    for node in nodes:
+        if isinstance(node, Value) and node._source is True:
+            node._source = _ValueSource(node.type, node.doc_string, list(node.metadata_props))
+
+
+_KIND_FIELDS = (
+    ("f", _A.FLOAT), ("i", _A.INT), ("s", _A.STRING), ("t", _A.TENSOR), ("g", _A.GRAPH),
+    ("sparse_tensor", _A.SPARSE_TENSOR), ("tp", _A.TYPE_PROTO),
+)
+_KIND_LISTS = (
+    ("floats", _A.FLOATS), ("ints", _A.INTS), ("strings", _A.STRINGS), ("tensors", _A.TENSORS),
+    ("graphs", _A.GRAPHS), ("sparse_tensors", _A.SPARSE_TENSORS), ("type_protos", _A.TYPE_PROTOS),
+)
+
+
+def _kind_of_fields(a: AttributeProto) -> int:
+    """The kind of an attribute from IR versions before `type` existed."""
+    for name, kind in _KIND_FIELDS:
+        if a.HasField(name):
+            return kind
+    for name, kind in _KIND_LISTS:
+        if len(getattr(a, name)):
+            return kind
+    return _A.UNDEFINED
+
+
+def model_from_proto(
+    mp: onnx.ModelProto, *, spans: Sequence[Span | None] = (), model_path: Path | None = None
+) -> Model:
+    """Build a Model; ``spans`` give the file bytes of the main graph's initializers."""
+    reader = _Reader(spans, model_path)
+    graph = reader.graph(mp.graph, [], None, top=True)
+    model = Model(
+        graph,
+        ir_version=mp.ir_version,
+        opset_imports={o.domain: o.version for o in mp.opset_import},
+        producer_name=mp.producer_name,
+        producer_version=mp.producer_version,
+        domain=mp.domain,
+        model_version=mp.model_version,
+        doc_string=mp.doc_string,
+        metadata_props=_props(mp.metadata_props),
+        functions=[reader.function(fp) for fp in mp.functions],
+    )
+    model.training_info = list(mp.training_info)
+    model.configuration = list(mp.configuration)
+    model._source = mp
+    return model
+
+
+# -- writing ---------------------------------------------------------------------------------
+class TensorSink:
+    """Decides where the bytes of each tensor go when a model is written."""
+
+    def place(self, tensor: Tensor, out: TensorProto, *, initializer: int | None) -> None:
+        """Fill ``out``'s data; ``initializer`` is the index among the main graph's initializers."""
+        raise NotImplementedError
+
+
+class EmbedSink(TensorSink):
+    """Every tensor's bytes inside the proto (the in-memory ModelProto)."""
+
+    def place(self, tensor: Tensor, out: TensorProto, *, initializer: int | None) -> None:
+        source = raw_source(tensor)
+        if source is None:  # strings
+            out.string_data.extend(tensor_from_array(tensor.numpy(), tensor.dtype).string_data)
+            return
+        buffer = io.BytesIO()
+        source.write(buffer)
+        out.raw_data = buffer.getvalue()
+
+
+def _tensor_to_proto(
+    tensor: Tensor, out: TensorProto, name: str | None, sink: TensorSink, initializer: int | None
+) -> None:
+    if tensor.proto is not None:
+        out.CopyFrom(tensor.proto)
+    else:
+        if tensor.meta is not None:
+            out.CopyFrom(tensor.meta)
+            if out.data_location == TensorProto.EXTERNAL:
+                out.ClearField("external_data")
+                out.ClearField("data_location")
+        else:
+            out.data_type = tensor.dtype
+            out.dims.extend(tensor.shape)
+        sink.place(tensor, out, initializer=initializer)
+    if name is not None and name != out.name:
+        out.name = name
+
+
+def _sparse_to_proto(sparse: SparseTensor, out: onnx.SparseTensorProto, name: str | None, sink: TensorSink) -> None:
+    src = sparse._source
+    if src is not None and sparse.values.proto is src.values and sparse.indices.proto is src.indices:
+        out.CopyFrom(src)
+    else:
+        _tensor_to_proto(sparse.values, out.values, None, sink, None)
+        _tensor_to_proto(sparse.indices, out.indices, None, sink, None)
+        out.dims.extend(sparse.dims)
+    if name is not None and name != out.values.name:
+        out.values.name = name
+
+
+def _kind_of_value(value: Any) -> int:
+    if isinstance(value, AttrRef):
+        return value.kind
+    if isinstance(value, bool | int):
+        return _A.INT
+    if isinstance(value, float):
+        return _A.FLOAT
+    if isinstance(value, str | bytes):
+        return _A.STRING
+    if isinstance(value, Tensor):
+        return _A.TENSOR
+    if isinstance(value, Graph):
+        return _A.GRAPH
+    if isinstance(value, SparseTensor):
+        return _A.SPARSE_TENSOR
+    if isinstance(value, OpaqueType | TensorType):
+        return _A.TYPE_PROTO
+    if isinstance(value, list | tuple):
+        if not value:
+            return _A.INTS
+        single = _kind_of_value(value[0])
+        if single == _A.INT and any(isinstance(v, float) for v in value):
+            return _A.FLOATS
+        return {_A.INT: _A.INTS, _A.FLOAT: _A.FLOATS, _A.STRING: _A.STRINGS, _A.TENSOR: _A.TENSORS,
+                _A.GRAPH: _A.GRAPHS, _A.SPARSE_TENSOR: _A.SPARSE_TENSORS,
+                _A.TYPE_PROTO: _A.TYPE_PROTOS}[single]
+    raise OnnxForgeError(f"attribute value {value!r} has no ONNX attribute type")
+
+
+_LIST_KINDS = {_A.FLOATS, _A.INTS, _A.STRINGS, _A.TENSORS, _A.GRAPHS, _A.SPARSE_TENSORS, _A.TYPE_PROTOS}
+
+
+def _fits(value: Any, kind: int) -> bool:
+    if isinstance(value, AttrRef):
+        return True
+    if isinstance(value, list | tuple):
+        if kind not in _LIST_KINDS:
+            return False
+        return not value or _kind_of_value(value) == kind or (kind == _A.FLOATS and _kind_of_value(value) == _A.INTS)
+    inferred = _kind_of_value(value)
+    return inferred == kind or (kind == _A.FLOAT and inferred == _A.INT)
+
+
+class _Writer:
+    def __init__(self, sink: TensorSink) -> None:
+        self.sink = sink
+
+    def attribute(self, out: AttributeProto, name: str, value: Any, orig: AttributeProto | None) -> None:
+        if value is None and orig is not None:
+            out.CopyFrom(orig)
+            return
+        out.name = name
+        kind = orig.type or _kind_of_fields(orig) if orig is not None else 0
+        if not kind or not _fits(value, kind):
+            kind = _kind_of_value(value)
+            orig = None
+        if orig is None or orig.HasField("type"):
+            out.type = kind
+        if orig is not None and orig.HasField("doc_string"):
+            out.doc_string = orig.doc_string
+        if isinstance(value, AttrRef):
+            out.ref_attr_name = value.name
+            return
+        if kind == _A.FLOAT:
+            out.f = value
+        elif kind == _A.INT:
+            out.i = value
+        elif kind == _A.STRING:
+            out.s = _bytes(value)
+        elif kind == _A.TENSOR:
+            _tensor_to_proto(value, out.t, None, self.sink, None)
+        elif kind == _A.GRAPH:
+            self.graph(value, out.g)
+        elif kind == _A.SPARSE_TENSOR:
+            _sparse_to_proto(value, out.sparse_tensor, None, self.sink)
+        elif kind == _A.TYPE_PROTO:
+            type_to_proto(value, out.tp)
+        elif kind == _A.FLOATS:
+            out.floats.extend(value)
+        elif kind == _A.INTS:
+            out.ints.extend(value)
+        elif kind == _A.STRINGS:
+            out.strings.extend(_bytes(s) for s in value)
+        elif kind == _A.TENSORS:
+            for t in value:
+                _tensor_to_proto(t, out.tensors.add(), None, self.sink, None)
+        elif kind == _A.GRAPHS:
+            for g in value:
+                self.graph(g, out.graphs.add())
+        elif kind == _A.SPARSE_TENSORS:
+            for s in value:
+                _sparse_to_proto(s, out.sparse_tensors.add(), None, self.sink)
+        elif kind == _A.TYPE_PROTOS:
+            for t in value:
+                type_to_proto(t, out.type_protos.add())
+
+    def node(self, op: Op, n: onnx.NodeProto) -> None:
+        src = op._source
+        n.input.extend([v.name if v is not None else "" for v in op._inputs])
+        n.output.extend([v.name if v is not None else "" for v in op._outputs])
+        _set(n, src, "name", op.name)
+        n.op_type = op.op_type
+        _set(n, src, "domain", op.domain)
+        _set(n, src, "overload", op.overload)
+        _set(n, src, "doc_string", op.doc_string)
+        if op.attrs:
+            origs = {a.name: a for a in src.attribute} if src is not None else {}
+            for key, value in op.attrs.items():
+                self.attribute(n.attribute.add(), key, value, origs.get(key))
+        if op.metadata_props or (src is not None and len(src.metadata_props)):
+            _write_props(n.metadata_props, op.metadata_props, src.metadata_props if src else None)
+        if src is not None and len(src.device_configurations):
+            n.device_configurations.extend(src.device_configurations)
+
+    def value_info(self, value: Value, out: onnx.ValueInfoProto, vi: Any) -> None:
+        src = value._source
+        if vi is not None and isinstance(src, _ValueSource) and src.unchanged(value):
+            out.CopyFrom(vi)
+            if out.name != value.name:
+                out.name = value.name
+            return
+        out.name = value.name
+        if value.type is not None:
+            type_to_proto(value.type, out.type)
+        _set(out, vi, "doc_string", value.doc_string)
+        if value.metadata_props:
+            _write_props(out.metadata_props, value.metadata_props, vi.metadata_props if vi is not None else None)
+
+    def ops_in_order(self, g: Graph) -> list[Op]:
+        return g.ops if g.is_sorted() else g.topo_order()
+
+    def graph(self, g: Graph, gp: onnx.GraphProto, *, top: bool = False) -> None:
+        src: _GraphSource | None = g._source
+        sp = src.proto if src is not None else None
+        for op in self.ops_in_order(g):
+            self.node(op, gp.node.add())
+        _set(gp, sp, "name", g.name)
+        dense = 0
+        for value in g.initializers:
+            if isinstance(value.const, SparseTensor):
+                _sparse_to_proto(value.const, gp.sparse_initializer.add(), value.name, self.sink)
+            elif value.const is not None:
+                index = dense if top else None
+                _tensor_to_proto(value.const, gp.initializer.add(), value.name, self.sink, index)
+                dense += 1
+        _set(gp, sp, "doc_string", g.doc_string)
+        self.interface(g.inputs, gp.input, src.inputs if src else [])
+        self.interface(g.outputs, gp.output, src.outputs if src else [])
+        self.all_value_info(g, gp.value_info, src)
+        if sp is not None and len(sp.quantization_annotation):
+            gp.quantization_annotation.extend(sp.quantization_annotation)
+        if g.metadata_props or (sp is not None and len(sp.metadata_props)):
+            _write_props(gp.metadata_props, g.metadata_props, sp.metadata_props if sp is not None else None)
+
+    def interface(self, values: list[Value], out: Any, loaded: list[tuple[Any, Value]]) -> None:
+        for i, value in enumerate(values):
+            vi = loaded[i][0] if i < len(loaded) and loaded[i][1] is value else None
+            self.value_info(value, out.add(), vi)
+
+    def all_value_info(self, g: Graph, out: Any, src: _GraphSource | None) -> None:
+        """Loaded entries in their order (dropped with their value), then newly typed values."""
+        written: set[Value] = set()
+        for vi, value in src.value_info if src else []:
+            if value is None:
+                out.add().CopyFrom(vi)
+            elif value in g.nx and value not in written:
+                self.value_info(value, out.add(), vi)
+                written.add(value)
+        interface = set(g.inputs) | set(g.outputs)
+        for value in g.values():
+            if (
+                value.type is not None
+                and value not in written
+                and value not in interface
+                and value._graph is g
+                and not isinstance(value._source, _ValueSource)
+            ):
+                self.value_info(value, out.add(), None)
+
+    def function(self, fn: Function, fp: onnx.FunctionProto) -> None:
+        src = fn._source
+        fp.name = fn.name
+        fp.input.extend(v.name for v in fn.graph.inputs)
+        fp.output.extend(v.name for v in fn.graph.outputs)
+        fp.attribute.extend(fn.attributes)
+        origs = {a.name: a for a in src.attribute_proto} if src is not None else {}
+        for key, value in fn.attribute_defaults.items():
+            self.attribute(fp.attribute_proto.add(), key, value, origs.get(key))
+        for op in self.ops_in_order(fn.graph):
+            self.node(op, fp.node.add())
+        _set(fp, src, "doc_string", fn.doc_string)
+        if src is not None and _opsets(src.opset_import) == fn.opset_imports:
+            fp.opset_import.extend(src.opset_import)
+        else:
+            _write_opsets(fp.opset_import, fn.opset_imports)
+        _set(fp, src, "domain", fn.domain)
+        _set(fp, src, "overload", fn.overload)
+        self.all_value_info(fn.graph, fp.value_info, fn.graph._source)
+        if fn.metadata_props or (src is not None and len(src.metadata_props)):
+            _write_props(fp.metadata_props, fn.metadata_props, src.metadata_props if src else None)
+
+
+def _opsets(entries: Any) -> dict[str, int]:
+    return {o.domain: o.version for o in entries}
+
+
+def _write_opsets(out: Any, opsets: dict[str, int]) -> None:
+    for domain, version in opsets.items():
+        entry = out.add()
+        entry.domain, entry.version = domain, version
+
+
+def model_to_proto(model: Model, sink: TensorSink | None = None) -> onnx.ModelProto:
+    """Build a ModelProto; ``sink`` places tensor bytes (default: embedded)."""
+    writer = _Writer(sink or EmbedSink())
+    src = model._source
+    mp = onnx.ModelProto()
+    _set(mp, src, "ir_version", model.ir_version)
+    if src is not None and _opsets(src.opset_import) == model.opset_imports and len(src.opset_import) == len(model.opset_imports):
+        mp.opset_import.extend(src.opset_import)
+    else:
+        _write_opsets(mp.opset_import, model.opset_imports)
+    _set(mp, src, "producer_name", model.producer_name)
+    _set(mp, src, "producer_version", model.producer_version)
+    _set(mp, src, "domain", model.domain)
+    _set(mp, src, "model_version", model.model_version)
+    _set(mp, src, "doc_string", model.doc_string)
+    if src is None or src.HasField("graph"):
+        writer.graph(model.graph, mp.graph, top=True)
+    if model.metadata_props or (src is not None and len(src.metadata_props)):
+        _write_props(mp.metadata_props, model.metadata_props, src.metadata_props if src else None)
+    mp.training_info.extend(model.training_info)
+    for fn in model.functions:
+        writer.function(fn, mp.functions.add())
+    mp.configuration.extend(model.configuration)
+    return mp

@@ -1,0 +1,189 @@
+"""Protobuf wire format, just enough to keep weight bytes out of Python on load and save.
+
+On load, ``split_weights`` finds the raw_data of the main graph's initializers in the file and
+returns a skeleton (the model with those bytes cut out) plus each initializer's byte span, so the
+weights stay in the memory-mapped file. On save, ``write_model`` streams the skeleton and splices
+each weight back in after its TensorProto: protobuf accepts fields in any order, so the file
+parses to a message equal to the original.
+"""
+
+from __future__ import annotations
+
+__all__ = ["WeightSource", "WireError", "copy_span", "field_header", "split_weights", "write_model"]
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import BinaryIO
+
+_LEN = 2
+_MODEL_GRAPH = 7
+_GRAPH_INITIALIZER = 5
+_TENSOR_RAW_DATA = 9
+
+
+class WireError(ValueError):
+    """The bytes are not well-formed protobuf (the message says where)."""
+
+
+def _varint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= end:
+            raise WireError(f"truncated varint at byte {pos}")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 64:
+            raise WireError(f"varint longer than 10 bytes at byte {pos}")
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def field_header(number: int, length: int) -> bytes:
+    """Tag and length of a length-delimited field."""
+    return _encode_varint(number << 3 | _LEN) + _encode_varint(length)
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    number: int
+    start: int  # first byte of the tag
+    data: int  # first byte of the payload (length-delimited fields)
+    end: int  # one past the last byte
+
+
+def _fields(buf: memoryview, pos: int, end: int) -> list[_Field]:
+    fields = []
+    while pos < end:
+        start = pos
+        key, pos = _varint(buf, pos, end)
+        number, wire_type = key >> 3, key & 7
+        if number == 0:
+            raise WireError(f"field number 0 at byte {start}")
+        data = pos
+        if wire_type == 0:
+            _, pos = _varint(buf, pos, end)
+        elif wire_type == 1:
+            pos += 8
+        elif wire_type == _LEN:
+            length, data = _varint(buf, pos, end)
+            pos = data + length
+        elif wire_type == 5:
+            pos += 4
+        else:
+            raise WireError(f"wire type {wire_type} (groups are not used by ONNX) at byte {start}")
+        if pos > end:
+            raise WireError(f"field {number} at byte {start} runs past the end of its message")
+        fields.append(_Field(number, start, data, pos))
+    return fields
+
+
+def split_weights(buf: memoryview) -> tuple[bytes, list[tuple[int, int] | None]]:
+    """Cut the raw_data of the main graph's initializers out of a serialized ModelProto.
+
+    Returns the skeleton and, per initializer in order, the (offset, length) of its raw_data
+    in ``buf`` or None. Raises WireError on malformed input; a model whose graph field appears
+    more than once (legal but never written by exporters) comes back whole, with no spans.
+    """
+    end = len(buf)
+    top = _fields(buf, 0, end)
+    graphs = [f for f in top if f.number == _MODEL_GRAPH]
+    if len(graphs) != 1:
+        return bytes(buf), []
+    graph = graphs[0]
+    pieces: list[bytes | memoryview] = []
+    spans: list[tuple[int, int] | None] = []
+    copied = graph.data  # graph payload copied up to here
+    for f in _fields(buf, graph.data, graph.end):
+        if f.number != _GRAPH_INITIALIZER:
+            continue
+        raws = [t for t in _fields(buf, f.data, f.end) if t.number == _TENSOR_RAW_DATA]
+        if not raws:
+            spans.append(None)
+            continue
+        pieces.append(buf[copied : f.start])
+        body = bytearray()
+        cut = f.data
+        for raw in raws:  # repeated raw_data: the last one wins in protobuf
+            body += buf[cut : raw.start]
+            cut = raw.end
+        body += buf[cut : f.end]
+        pieces.append(field_header(_GRAPH_INITIALIZER, len(body)) + bytes(body))
+        spans.append((raws[-1].data, raws[-1].end - raws[-1].data))
+        copied = f.end
+    pieces.append(buf[copied : graph.end])
+    graph_body = b"".join(pieces)
+    skeleton = b"".join(
+        [buf[: graph.start], field_header(_MODEL_GRAPH, len(graph_body)), graph_body, buf[graph.end :]]
+    )
+    return skeleton, spans
+
+
+@dataclass(frozen=True, slots=True)
+class WeightSource:
+    """Where a spliced weight's bytes come from: an open file's span, or an in-memory buffer."""
+
+    length: int
+    write: Callable[[BinaryIO], None]
+
+
+def write_model(
+    out: BinaryIO,
+    model_rest: bytes,
+    graph_rest: bytes,
+    initializers: Sequence[tuple[bytes, WeightSource | None]],
+) -> None:
+    """Stream a ModelProto: the model's other fields, then the graph with its initializers,
+    each followed by its raw_data field when it has a WeightSource."""
+    init_fields = []
+    graph_len = len(graph_rest)
+    for tensor_bytes, weight in initializers:
+        raw_header = b"" if weight is None else field_header(_TENSOR_RAW_DATA, weight.length)
+        body_len = len(tensor_bytes) + len(raw_header) + (0 if weight is None else weight.length)
+        header = field_header(_GRAPH_INITIALIZER, body_len)
+        init_fields.append((header, tensor_bytes, raw_header, weight))
+        graph_len += len(header) + body_len
+    out.write(model_rest)
+    out.write(field_header(_MODEL_GRAPH, graph_len))
+    out.write(graph_rest)
+    for header, tensor_bytes, raw_header, weight in init_fields:
+        out.write(header)
+        out.write(tensor_bytes)
+        if weight is not None:
+            out.write(raw_header)
+            weight.write(out)
+
+
+def copy_span(src_fd: int, offset: int, length: int, out: BinaryIO) -> None:
+    """Copy bytes between files in the kernel (copy_file_range), never through Python memory."""
+    out.flush()
+    done = 0
+    try:
+        while done < length:
+            n = os.copy_file_range(src_fd, out.fileno(), length - done, offset + done)
+            if n == 0:
+                raise WireError(f"source file ended {length - done} bytes early")
+            done += n
+    except OSError:  # another filesystem, or a kernel without it: copy in chunks
+        out.seek(0, os.SEEK_END)
+        while done < length:
+            chunk = os.pread(src_fd, min(1 << 24, length - done), offset + done)
+            if not chunk:
+                raise WireError(f"source file ended {length - done} bytes early") from None
+            out.write(chunk)
+            done += len(chunk)
+    out.seek(0, os.SEEK_END)

@@ -1,0 +1,751 @@
+"""The in-memory model: ops and values in a networkx.MultiDiGraph, tensors without copies.
+
+The graph is bipartite. An edge ``value -> op`` is keyed by the input port, an edge
+``op -> value`` by the output port; an op that reads an outer-scope value inside one of its
+subgraphs gets an extra edge ``value -> op`` keyed ``("capture", name)``, so that dead-code
+elimination and topological order see the use. Nothing here imports onnx: protobuf lives in
+``onnxforge.io``, and the ``_source`` fields below are io's bookkeeping for lossless writes.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AttrRef",
+    "DType",
+    "Dim",
+    "FileSpan",
+    "Function",
+    "Graph",
+    "Model",
+    "Op",
+    "OpaqueType",
+    "Shape",
+    "SparseTensor",
+    "SymDim",
+    "Tensor",
+    "TensorType",
+    "Value",
+    "problems",
+    "verify",
+]
+
+import enum
+import heapq
+import logging
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, Union
+
+import networkx as nx
+import numpy as np
+
+from onnxforge.errors import InvalidModelError, OnnxForgeError
+
+if TYPE_CHECKING:
+    import mmap
+
+logger = logging.getLogger(__name__)
+
+
+class DType(enum.IntEnum):
+    """ONNX element types, numbered as TensorProto.DataType."""
+
+    UNDEFINED = 0
+    FLOAT = 1
+    UINT8 = 2
+    INT8 = 3
+    UINT16 = 4
+    INT16 = 5
+    INT32 = 6
+    INT64 = 7
+    STRING = 8
+    BOOL = 9
+    FLOAT16 = 10
+    DOUBLE = 11
+    UINT32 = 12
+    UINT64 = 13
+    COMPLEX64 = 14
+    COMPLEX128 = 15
+    BFLOAT16 = 16
+    FLOAT8E4M3FN = 17
+    FLOAT8E4M3FNUZ = 18
+    FLOAT8E5M2 = 19
+    FLOAT8E5M2FNUZ = 20
+    UINT4 = 21
+    INT4 = 22
+    FLOAT4E2M1 = 23
+    FLOAT8E8M0 = 24
+    UINT2 = 25
+    INT2 = 26
+    FLOAT6E2M3 = 27
+    FLOAT6E3M2 = 28
+
+    @property
+    def bits(self) -> int | None:
+        """Bits per element in raw_data; None for STRING and UNDEFINED."""
+        return _BITS.get(self)
+
+    @property
+    def numpy(self) -> np.dtype | None:
+        """The numpy dtype that reads raw_data directly, or None (packed or exotic types)."""
+        return _NUMPY.get(self)
+
+
+_NUMPY: dict[DType, np.dtype] = {
+    DType.FLOAT: np.dtype("<f4"),
+    DType.UINT8: np.dtype("u1"),
+    DType.INT8: np.dtype("i1"),
+    DType.UINT16: np.dtype("<u2"),
+    DType.INT16: np.dtype("<i2"),
+    DType.INT32: np.dtype("<i4"),
+    DType.INT64: np.dtype("<i8"),
+    DType.BOOL: np.dtype("?"),
+    DType.FLOAT16: np.dtype("<f2"),
+    DType.DOUBLE: np.dtype("<f8"),
+    DType.UINT32: np.dtype("<u4"),
+    DType.UINT64: np.dtype("<u8"),
+    DType.COMPLEX64: np.dtype("<c8"),
+    DType.COMPLEX128: np.dtype("<c16"),
+}
+_BITS: dict[DType, int] = {
+    **{d: dt.itemsize * 8 for d, dt in _NUMPY.items()},
+    DType.BFLOAT16: 16,
+    DType.FLOAT8E4M3FN: 8,
+    DType.FLOAT8E4M3FNUZ: 8,
+    DType.FLOAT8E5M2: 8,
+    DType.FLOAT8E5M2FNUZ: 8,
+    DType.FLOAT8E8M0: 8,
+    DType.UINT4: 4,
+    DType.INT4: 4,
+    DType.FLOAT4E2M1: 4,
+    DType.UINT2: 2,
+    DType.INT2: 2,
+    DType.FLOAT6E2M3: 8,
+    DType.FLOAT6E3M2: 8,
+}
+
+SymDim = str
+"""A symbolic dimension: a graph-input name such as ``batch`` or an expression such as ``N+M``."""
+Dim = Union[int, SymDim, None]
+"""A dimension: static (int), symbolic (str) or unknown (None)."""
+Shape = tuple[Dim, ...]
+
+
+def dtype_name(dtype: int) -> str:
+    """``FLOAT`` for 1; the number itself for a code this onnxforge does not know."""
+    try:
+        return DType(dtype).name
+    except ValueError:
+        return f"dtype({dtype})"
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType:
+    """Element type and shape of a tensor value; ``shape`` None means the rank is unknown."""
+
+    dtype: int
+    shape: Shape | None = None
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    def __str__(self) -> str:
+        dims = "?" if self.shape is None else ",".join("?" if d is None else str(d) for d in self.shape)
+        return f"{dtype_name(self.dtype).lower()}[{dims}]"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class OpaqueType:
+    """A type carried as it was read but not modelled (sequence, map, optional, sparse,
+    denotations): the TypeProto itself. Shape inference treats it as unknown."""
+
+    proto: Any
+    kind: str
+
+    def __str__(self) -> str:
+        return self.kind.removesuffix("_type")
+
+
+class FileSpan(Protocol):
+    """Bytes of a tensor inside an open file: embedded raw_data of the model or external data.
+
+    Implemented by onnxforge.io; holding a span keeps its file open, so the bytes stay valid
+    even when the path is replaced (a model saved over its own input).
+    """
+
+    offset: int
+    length: int
+
+    def buffer(self) -> mmap.mmap | memoryview: ...
+
+
+class Tensor:
+    """A constant's dtype, shape and data, wherever the data lives.
+
+    Nothing here copies: ``size``, ``nbytes`` and ``shape`` do no IO, and ``numpy()`` returns a
+    read-only view of the file (``span``), the decoded proto (``proto``) or the array a kernel
+    made. ``meta`` is the TensorProto without data (name, doc, metadata) for lossless writes.
+    """
+
+    __slots__ = ("_array", "dtype", "meta", "proto", "shape", "span")
+
+    def __init__(
+        self,
+        dtype: int,
+        shape: Sequence[int],
+        *,
+        array: np.ndarray | None = None,
+        span: FileSpan | None = None,
+        proto: Any = None,
+        meta: Any = None,
+    ) -> None:
+        self.dtype = int(dtype)
+        self.shape = tuple(int(d) for d in shape)
+        self._array = array
+        self.span = span
+        self.proto = proto
+        self.meta = meta
+
+    @classmethod
+    def from_numpy(cls, array: np.ndarray, dtype: int | None = None) -> Tensor:
+        """Wrap a kernel's result; the dtype comes from numpy unless given (bfloat16, ...)."""
+        if dtype is None:
+            dtype = _dtype_of_numpy(array.dtype)
+        return cls(dtype, array.shape, array=array)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the data as ONNX stores it (packed for 4-bit types); strings count 0."""
+        if self.span is not None:
+            return self.span.length
+        bits = _BITS.get(self.dtype)  # type: ignore[call-overload]
+        return 0 if bits is None else (self.size * bits + 7) // 8
+
+    def numpy(self) -> np.ndarray:
+        """The data as a numpy array: a read-only view where it lies in a file."""
+        if self._array is not None:
+            return self._array
+        np_dtype = _NUMPY.get(self.dtype)  # type: ignore[call-overload]
+        if self.span is not None and np_dtype is not None:
+            if self.span.length != self.size * np_dtype.itemsize:
+                raise OnnxForgeError(
+                    f"tensor data is {self.span.length} bytes, but {dtype_name(self.dtype)}"
+                    f"{list(self.shape)} needs {self.size * np_dtype.itemsize}"
+                )
+            return np.frombuffer(
+                self.span.buffer(), np_dtype, count=self.size, offset=self.span.offset
+            ).reshape(self.shape)
+        from onnxforge.io._tensors import decode  # noqa: PLC0415  (io depends on ir)
+
+        self._array = decode(self)
+        return self._array
+
+    def __repr__(self) -> str:
+        where = "array" if self._array is not None else "file" if self.span else "proto"
+        return f"Tensor({dtype_name(self.dtype)}, {list(self.shape)}, {where})"
+
+
+def _dtype_of_numpy(np_dtype: np.dtype) -> int:
+    for d, dt in _NUMPY.items():
+        if dt == np_dtype.newbyteorder("<") or dt == np_dtype:
+            return int(d)
+    if np_dtype.kind in "OUS":
+        return int(DType.STRING)
+    from onnxforge.io._tensors import dtype_of_numpy  # noqa: PLC0415  (ml_dtypes types)
+
+    return dtype_of_numpy(np_dtype)
+
+
+@dataclass(eq=False, slots=True)
+class SparseTensor:
+    """A sparse constant (COO): ``values`` and ``indices`` tensors and the dense ``dims``."""
+
+    values: Tensor
+    indices: Tensor
+    dims: tuple[int, ...]
+    _source: Any = field(default=None, repr=False)
+
+    @property
+    def dtype(self) -> int:
+        return self.values.dtype
+
+    def numpy(self) -> np.ndarray:
+        """The dense array."""
+        dense = np.zeros(self.dims, dtype=self.values.numpy().dtype)
+        idx = self.indices.numpy()
+        flat = idx if idx.ndim == 1 else np.ravel_multi_index(idx.T, self.dims)
+        dense.reshape(-1)[flat] = self.values.numpy().reshape(-1)
+        return dense
+
+
+@dataclass(frozen=True, slots=True)
+class AttrRef:
+    """An attribute of a function body's node that refers to the function's attribute ``name``."""
+
+    name: str
+    kind: int  # AttributeProto.AttributeType of the referenced attribute
+
+
+AttrValue = Any
+"""int, float, str, bytes, Tensor, SparseTensor, Graph, OpaqueType, AttrRef or a list of those."""
+
+
+@dataclass(eq=False, slots=True)
+class Value:
+    """A named tensor (or other value) of a graph; identity-hashed so it can be a networkx node."""
+
+    name: str
+    type: TensorType | OpaqueType | None = None
+    const: Tensor | SparseTensor | None = None
+    doc_string: str = ""
+    metadata_props: list[tuple[str, str]] = field(default_factory=list)
+    _graph: Graph | None = field(default=None, repr=False)
+    _source: Any = field(default=None, repr=False)
+
+    @property
+    def graph(self) -> Graph | None:
+        """The graph that defines this value."""
+        return self._graph
+
+    def __repr__(self) -> str:
+        return f"Value({self.name!r}, {self.type})"
+
+
+@dataclass(eq=False, slots=True)
+class Op:
+    """One node: ``Op(op_type, domain="", name="", attrs={})``; attrs may hold a Graph."""
+
+    op_type: str
+    domain: str = ""
+    name: str = ""
+    attrs: dict[str, AttrValue] = field(default_factory=dict)
+    overload: str = ""
+    doc_string: str = ""
+    metadata_props: list[tuple[str, str]] = field(default_factory=list)
+    _inputs: list[Value | None] = field(default_factory=list, repr=False)
+    _outputs: list[Value | None] = field(default_factory=list, repr=False)
+    _graph: Graph | None = field(default=None, repr=False)
+    _source: Any = field(default=None, repr=False)
+
+    def attr(self, key: str, default: AttrValue | None = None) -> AttrValue | None:
+        """The attribute's value, or ``default`` when the node does not set it."""
+        value = self.attrs.get(key)
+        return default if value is None else value
+
+    def subgraphs(self) -> Iterator[Graph]:
+        """The graphs held in attributes (If branches, Loop/Scan bodies)."""
+        for value in self.attrs.values():
+            if isinstance(value, Graph):
+                yield value
+            elif isinstance(value, list):
+                yield from (g for g in value if isinstance(g, Graph))
+
+    def describe(self) -> str:
+        """``Sub 'node_3'`` for messages."""
+        kind = f"{self.domain}::{self.op_type}" if self.domain else self.op_type
+        return f"{kind} {self.name!r}" if self.name else f"{kind} (unnamed)"
+
+    def __repr__(self) -> str:
+        return f"Op({self.describe()})"
+
+
+class Graph:
+    """A (sub)graph: ops and values as networkx nodes, plus the graph's ordered interface."""
+
+    def __init__(self, name: str = "", *, parent: Graph | None = None) -> None:
+        self.nx: nx.MultiDiGraph = nx.MultiDiGraph()
+        self.name = name
+        self.doc_string = ""
+        self.metadata_props: list[tuple[str, str]] = []
+        self.inputs: list[Value] = []
+        self.outputs: list[Value] = []
+        self.initializers: list[Value] = []
+        self.parent = parent
+        self.owner: Op | None = None
+        self._ops: dict[Op, None] = {}
+        self._source: Any = None
+
+    # -- reading ---------------------------------------------------------------------------
+    @property
+    def ops(self) -> list[Op]:
+        """Ops in stored order (the file's, then additions); see topo_order()."""
+        return list(self._ops)
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def values(self) -> Iterator[Value]:
+        """Values this graph defines or uses, captured ones included, in creation order."""
+        return (n for n in self.nx.nodes if isinstance(n, Value))
+
+    def inputs_of(self, op: Op) -> list[Value | None]:
+        """Input values by port; None marks an omitted optional input."""
+        return list(op._inputs)
+
+    def outputs_of(self, op: Op) -> list[Value | None]:
+        """Output values by port; None marks an omitted optional output."""
+        return list(op._outputs)
+
+    def producer(self, value: Value) -> Op | None:
+        """The op of this graph that produces ``value``, if any."""
+        pred = self.nx.pred.get(value)
+        return next(iter(pred), None) if pred else None
+
+    def consumers(self, value: Value) -> list[tuple[Op, int]]:
+        """(op, input port) of every use in this graph; captures by subgraphs not included."""
+        succ = self.nx.succ.get(value)
+        if not succ:
+            return []
+        return [(op, key) for op, keys in succ.items() for key in keys if isinstance(key, int)]
+
+    def captures(self) -> set[Value]:
+        """Outer values read by this subgraph (or by subgraphs nested in it)."""
+        return {v for v in self.values() if v._graph is not self}
+
+    def is_used(self, value: Value) -> bool:
+        """Read by an op, a subgraph or as a graph output."""
+        return bool(self.nx.succ.get(value)) or any(v is value for v in self.outputs)
+
+    # -- building --------------------------------------------------------------------------
+    def add_value(
+        self,
+        name: str,
+        type: TensorType | OpaqueType | None = None,
+        *,
+        const: Tensor | SparseTensor | None = None,
+    ) -> Value:
+        """A new value defined by this graph (not yet an input, initializer or output)."""
+        value = Value(name, type, const, _graph=self)
+        self.nx.add_node(value)
+        return value
+
+    def add_initializer(self, name: str, tensor: Tensor | SparseTensor) -> Value:
+        value = self.add_value(name, const=tensor)
+        self.initializers.append(value)
+        return value
+
+    def add_op(
+        self,
+        op_type: str,
+        inputs: Sequence[Value | None],
+        *,
+        n_outputs: int = 1,
+        domain: str = "",
+        name: str = "",
+        output_names: Sequence[str] | None = None,
+        **attrs: AttrValue,
+    ) -> Op:
+        """Append an op reading ``inputs``; its outputs get fresh unique names unless given."""
+        op = Op(op_type, domain, name, dict(attrs))
+        if output_names is None:
+            base = name or op_type.lower()
+            output_names = [self.fresh_name(f"{base}_out{i}") for i in range(n_outputs)]
+        outputs = [self.add_value(n) for n in output_names]
+        self._attach(op, list(inputs), list(outputs))
+        return op
+
+    def _attach(self, op: Op, inputs: list[Value | None], outputs: list[Value | None]) -> None:
+        op._graph = self
+        op._inputs = inputs
+        op._outputs = outputs
+        self._ops[op] = None
+        self.nx.add_node(op)
+        for port, value in enumerate(inputs):
+            if value is not None:
+                self._add_use(value, op, port)
+        for port, value in enumerate(outputs):
+            if value is not None:
+                self.nx.add_edge(op, value, key=port)
+        for sub in op.subgraphs():
+            sub.parent, sub.owner = self, op
+            for value in sub.captures():
+                self._add_use(value, op, ("capture", value.name))
+
+    def _add_use(self, value: Value, op: Op, key: int | tuple[str, str]) -> None:
+        """Edge value -> op; an outer value also becomes a capture of every enclosing op."""
+        self.nx.add_edge(value, op, key=key)
+        graph: Graph = self
+        while value._graph is not graph and graph.owner is not None and graph.parent is not None:
+            owner, graph = graph.owner, graph.parent
+            capture_key = ("capture", value.name)
+            if not graph.nx.has_edge(value, owner, key=capture_key):
+                graph.nx.add_edge(value, owner, key=capture_key)
+
+    def set_input(self, op: Op, port: int, value: Value | None) -> None:
+        """Rewire one input of ``op``."""
+        old = op._inputs[port]
+        if old is not None and self.nx.has_edge(old, op, key=port):
+            self.nx.remove_edge(old, op, key=port)
+        op._inputs[port] = value
+        if value is not None:
+            self._add_use(value, op, port)
+
+    def remove_op(self, op: Op) -> None:
+        """Remove ``op`` and its outputs; they must no longer be used."""
+        for value in op._outputs:
+            if value is not None and self.is_used(value):
+                raise OnnxForgeError(f"cannot remove {op.describe()}: output {value.name!r} is used")
+        for value in op._outputs:
+            if value is not None:
+                self.nx.remove_node(value)
+        self.nx.remove_node(op)
+        del self._ops[op]
+        op._graph = None
+
+    def replace_all_uses(self, old: Value, new: Value) -> int:
+        """Make every use of ``old`` (ops, nested subgraphs, graph outputs) read ``new``."""
+        count = 0
+        for op, port in self.consumers(old):
+            self.set_input(op, port, new)
+            count += 1
+        for op, key in [(o, k) for o, ks in self.nx.succ.get(old, {}).items() for k in ks]:
+            if isinstance(key, tuple):  # a capture: rewire inside the subgraphs
+                self.nx.remove_edge(old, op, key=key)
+                for sub in op.subgraphs():
+                    if old in sub.nx:
+                        count += sub.replace_all_uses(old, new)
+        for i, value in enumerate(self.outputs):
+            if value is old:
+                self.outputs[i] = new
+                count += 1
+        return count
+
+    def fresh_name(self, base: str) -> str:
+        """A value name unused anywhere in the enclosing model scope."""
+        root: Graph = self
+        while root.parent is not None:
+            root = root.parent
+        names = root._all_names()
+        if base not in names:
+            return base
+        i = 1
+        while f"{base}_{i}" in names:
+            i += 1
+        return f"{base}_{i}"
+
+    def _all_names(self) -> set[str]:
+        names = {v.name for v in self.values()}
+        for op in self._ops:
+            for sub in op.subgraphs():
+                names |= sub._all_names()
+        return names
+
+    # -- order -----------------------------------------------------------------------------
+    def topo_order(self) -> list[Op]:
+        """Ops in a topological order that keeps the stored order wherever it is valid.
+
+        Raises InvalidModelError on a cycle.
+        """
+        position = {op: i for i, op in enumerate(self._ops)}
+        waiting: dict[Op, int] = {}
+        ready: list[tuple[int, int]] = []
+        by_pos = list(self._ops)
+        for op in self._ops:
+            n = len(self._op_preds(op))
+            waiting[op] = n
+            if n == 0:
+                ready.append((position[op], 0))
+        heapq.heapify(ready)
+        order: list[Op] = []
+        while ready:
+            pos, _ = heapq.heappop(ready)
+            op = by_pos[pos]
+            order.append(op)
+            for succ in self._op_succs(op):
+                waiting[succ] -= 1
+                if waiting[succ] == 0:
+                    heapq.heappush(ready, (position[succ], 0))
+        if len(order) != len(self._ops):
+            stuck = [op.describe() for op, n in waiting.items() if n > 0]
+            raise InvalidModelError([f"cycle through the nodes {', '.join(stuck[:8])}"])
+        return order
+
+    def _op_preds(self, op: Op) -> set[Op]:
+        preds: set[Op] = set()
+        for value in self.nx.pred[op]:
+            producer = self.producer(value)
+            if producer is not None:
+                preds.add(producer)
+        return preds
+
+    def _op_succs(self, op: Op) -> set[Op]:
+        succs: set[Op] = set()
+        for value in self.nx.succ[op]:
+            succs.update(self.nx.succ[value])
+        return succs
+
+    def is_sorted(self) -> bool:
+        """True when every op comes after the producers of what it reads."""
+        seen: set[Op] = set()
+        for op in self._ops:
+            if any(p not in seen for p in self._op_preds(op)):
+                return False
+            seen.add(op)
+        return True
+
+    def __repr__(self) -> str:
+        return f"Graph({self.name!r}, {len(self._ops)} ops)"
+
+
+@dataclass(eq=False)
+class Function:
+    """A model-local function: its body is a Graph whose inputs and outputs are untyped."""
+
+    name: str
+    domain: str
+    graph: Graph
+    attributes: list[str] = field(default_factory=list)
+    attribute_defaults: dict[str, AttrValue] = field(default_factory=dict)
+    opset_imports: dict[str, int] = field(default_factory=dict)
+    overload: str = ""
+    doc_string: str = ""
+    metadata_props: list[tuple[str, str]] = field(default_factory=list)
+    _source: Any = field(default=None, repr=False)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.domain, self.name, self.overload)
+
+
+class Model:
+    """A model: the main graph, opset imports per domain, local functions and metadata."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        *,
+        ir_version: int = 10,
+        opset_imports: dict[str, int] | None = None,
+        producer_name: str = "",
+        producer_version: str = "",
+        domain: str = "",
+        model_version: int = 0,
+        doc_string: str = "",
+        metadata_props: list[tuple[str, str]] | None = None,
+        functions: list[Function] | None = None,
+    ) -> None:
+        self.graph = graph
+        self.ir_version = ir_version
+        self.opset_imports: dict[str, int] = dict(opset_imports or {})
+        self.producer_name = producer_name
+        self.producer_version = producer_version
+        self.domain = domain
+        self.model_version = model_version
+        self.doc_string = doc_string
+        self.metadata_props: list[tuple[str, str]] = list(metadata_props or [])
+        self.functions: list[Function] = list(functions or [])
+        self.training_info: list[Any] = []  # TrainingInfoProto, carried as read
+        self.configuration: list[Any] = []  # DeviceConfigurationProto, carried as read
+        self._source: Any = None
+
+    def opset(self, domain: str = "") -> int:
+        """The imported opset version of ``domain`` ("" and "ai.onnx" are the same domain)."""
+        for key in (domain, "ai.onnx" if domain == "" else "" if domain == "ai.onnx" else None):
+            if key is not None and key in self.opset_imports:
+                return self.opset_imports[key]
+        raise OnnxForgeError(f"the model imports no opset for domain {domain or 'ai.onnx'!r}")
+
+    def graphs(self, *, functions: bool = True) -> Iterator[Graph]:
+        """The main graph, every subgraph in it, then function bodies and their subgraphs."""
+        roots = [self.graph] + ([f.graph for f in self.functions] if functions else [])
+        for root in roots:
+            yield from _walk_graphs(root)
+
+    def ops(self) -> Iterator[tuple[Graph, Op]]:
+        """Every (graph, op) pair of ``graphs()``."""
+        for graph in self.graphs():
+            for op in graph._ops:
+                yield graph, op
+
+    @classmethod
+    def from_proto(cls, proto: Any) -> Model:
+        """Build from an in-memory onnx.ModelProto (tensor data is read from the proto)."""
+        from onnxforge.io import from_proto  # noqa: PLC0415  (io depends on ir)
+
+        return from_proto(proto)
+
+    def to_proto(self) -> Any:
+        """An onnx.ModelProto with every tensor embedded (copies weights: prefer io.save)."""
+        from onnxforge.io import to_proto  # noqa: PLC0415
+
+        return to_proto(self)
+
+
+def _walk_graphs(graph: Graph) -> Iterator[Graph]:
+    yield graph
+    for op in graph._ops:
+        for sub in op.subgraphs():
+            yield from _walk_graphs(sub)
+
+
+# -- invariants ------------------------------------------------------------------------------
+def problems(model: Model) -> list[str]:
+    """Every broken invariant of the model, one message each (empty when valid)."""
+    found: list[str] = []
+    _check_graph(model.graph, "graph", set(), found, {})
+    for fn in model.functions:
+        _check_graph(fn.graph, f"function {fn.domain}::{fn.name}", set(), found, {})
+    return found
+
+
+def verify(model: Model) -> None:
+    """Raise InvalidModelError listing every problem: cycles, values used but never produced,
+    names defined twice, graph outputs that nothing produces."""
+    found = problems(model)
+    if found:
+        raise InvalidModelError(found)
+
+
+def _where(graph: Graph, scope: str) -> str:
+    if graph.owner is None:
+        return scope
+    return f"{scope} > {graph.owner.describe()} body {graph.name!r}"
+
+
+def _check_graph(
+    graph: Graph, scope: str, outer: set[Value], found: list[str], names: dict[str, Value]
+) -> None:
+    where = _where(graph, scope)
+    defined: set[Value] = set(graph.inputs) | set(graph.initializers)
+    for value in list(graph.inputs) + graph.initializers:
+        _claim_name(value, names, where, found)
+    for op in graph._ops:
+        for value in op._outputs:
+            if value is not None:
+                if value in defined:
+                    found.append(f"{where}: {op.describe()} produces {value.name!r}, already defined")
+                defined.add(value)
+                _claim_name(value, names, where, found)
+    visible = outer | defined
+    for op in graph._ops:
+        for port, value in enumerate(op._inputs):
+            if value is not None and value not in visible:
+                found.append(
+                    f"{where}: {op.describe()} input {port} {value.name!r} is used but never produced"
+                )
+        for sub in op.subgraphs():
+            _check_graph(sub, scope, visible, found, names)
+    for value in graph.outputs:
+        if value not in visible:
+            found.append(f"{where}: graph output {value.name!r} is never produced")
+    if not nx.is_directed_acyclic_graph(graph.nx):
+        cycle = nx.find_cycle(graph.nx)
+        ops = [n.describe() for edge in cycle for n in edge[:2] if isinstance(n, Op)]
+        found.append(f"{where}: cycle through {', '.join(dict.fromkeys(ops))}")
+
+
+def _claim_name(value: Value, names: dict[str, Value], where: str, found: list[str]) -> None:
+    other = names.setdefault(value.name, value)
+    if other is not value:
+        found.append(f"{where}: the name {value.name!r} is defined twice")
+
+
+def iter_values(values: Iterable[Value | None]) -> Iterator[Value]:
+    """The non-omitted values of an input or output list."""
+    return (v for v in values if v is not None)
