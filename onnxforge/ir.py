@@ -712,6 +712,7 @@ def _check_graph(
     graph: Graph, scope: str, outer: set[Value], found: list[str], names: dict[str, Value]
 ) -> None:
     where = _where(graph, scope)
+    names = dict(names)  # a subgraph sees its ancestors' names, not its siblings'
     defined: set[Value] = set(graph.inputs) | set(graph.initializers)
     for value in list(graph.inputs) + graph.initializers:
         _claim_name(value, names, where, found)
@@ -735,15 +736,26 @@ def _check_graph(
         if value not in visible:
             found.append(f"{where}: graph output {value.name!r} is never produced")
     if not nx.is_directed_acyclic_graph(graph.nx):
-        cycle = nx.find_cycle(graph.nx)
-        ops = [n.describe() for edge in cycle for n in edge[:2] if isinstance(n, Op)]
-        found.append(f"{where}: cycle through {', '.join(dict.fromkeys(ops))}")
+        on_cycle = {n for edge in nx.find_cycle(graph.nx) for n in edge[:2]}
+        ops = [op.describe() for op in graph._ops if op in on_cycle]  # in file order
+        found.append(f"{where}: cycle through {', '.join(ops)}")
+
+
+def _definer(value: Value) -> str:
+    graph = value._graph
+    producer = graph.producer(value) if graph is not None else None
+    if producer is not None:
+        return producer.describe()
+    return "an initializer" if value.const is not None else "an input"
 
 
 def _claim_name(value: Value, names: dict[str, Value], where: str, found: list[str]) -> None:
     other = names.setdefault(value.name, value)
     if other is not value:
-        found.append(f"{where}: the name {value.name!r} is defined twice")
+        found.append(
+            f"{where}: the name {value.name!r} is defined twice: by {_definer(other)} "
+            f"and by {_definer(value)}"
+        )
 
 
 def iter_values(values: Iterable[Value | None]) -> Iterator[Value]:

@@ -1,0 +1,72 @@
+"""load -> save with no pass in between gives back an equal model, on every suite onnx ships."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from suites import LIGHT_MODELS, disk_models, node_cases
+
+from onnxforge.io import from_proto, load, save, to_proto
+
+
+def _assert_same(original: onnx.ModelProto, result: onnx.ModelProto) -> None:
+    if original != result:  # show where, not two opaque protos
+        import difflib
+
+        diff = difflib.unified_diff(
+            str(original).splitlines(), str(result).splitlines(), lineterm="", n=2
+        )
+        pytest.fail("round trip changed the model:\n" + "\n".join(list(diff)[:40]))
+
+
+def _round_trip_file(source: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "resaved.onnx"
+    save(load(source), out)
+    _assert_same(onnx.load(source), onnx.load(out))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(node_cases()))
+def test_node_suite_model_round_trips(name: str, tmp_path: Path) -> None:
+    proto = node_cases()[name].model
+    source = tmp_path / "model.onnx"
+    onnx.save(proto, source)
+    _round_trip_file(source, tmp_path)
+    _assert_same(proto, to_proto(from_proto(proto)))
+
+
+@pytest.mark.parametrize("key", sorted(disk_models()))
+def test_disk_suite_model_round_trips(key: str, tmp_path: Path) -> None:
+    _round_trip_file(disk_models()[key], tmp_path)
+
+
+@pytest.mark.parametrize("source", LIGHT_MODELS, ids=[p.stem for p in LIGHT_MODELS])
+def test_zoo_model_round_trips(source: Path, tmp_path: Path) -> None:
+    _round_trip_file(source, tmp_path)
+
+
+def test_resaving_keeps_weights_out_of_python_memory(tmp_path: Path) -> None:
+    source = LIGHT_MODELS[0]
+    model = load(source)
+    weights = [v.const for v in model.graph.initializers]
+    assert weights and all(t.span is not None and t._array is None for t in weights)
+    array = weights[0].numpy()
+    assert not array.flags.writeable and not array.flags.owndata  # a view of the mapped file
+    save(model, tmp_path / "a.onnx")
+    assert all(t._array is None for t in weights[1:])  # saving read none of them into arrays
+
+
+def test_saving_over_the_input_keeps_the_loaded_weights_valid(tmp_path: Path) -> None:
+    source = tmp_path / "m.onnx"
+    source.write_bytes(LIGHT_MODELS[0].read_bytes())
+    model = load(source)
+    before = {v.name: v.const.numpy().copy() for v in model.graph.initializers}
+    save(model, source)
+    save(model, tmp_path / "again.onnx")
+    _assert_same(onnx.load(LIGHT_MODELS[0]), onnx.load(tmp_path / "again.onnx"))
+    for value in load(source).graph.initializers:
+        np.testing.assert_array_equal(value.const.numpy(), before[value.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again.onnx", "m.onnx"]
