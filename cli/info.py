@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from onnxforge.cli._app import app, fail_on_errors, stdout
 from onnxforge.errors import InvalidModelError
@@ -44,7 +45,7 @@ def info(
 def _shape(entry: dict[str, Any]) -> str:
     shape = entry["shape"]
     if shape is None:
-        return "?" if entry["dtype"] is None or entry["dtype"].isalnum() else ""
+        return "?"
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
@@ -61,16 +62,17 @@ def _print_tables(path: Path, s: dict[str, Any]) -> None:
         ("subgraphs", s["subgraphs"]),
         ("functions", s["functions"]),
     ):
-        overview.add_row(key, str(value))
+        overview.add_row(key, Text(str(value)))
     stdout.print(overview)
     io_table = Table("", "name", "dtype", "shape", title="inputs and outputs", title_justify="left")
     for kind in ("inputs", "outputs"):
         for entry in s[kind]:
-            io_table.add_row(kind[:-1], entry["name"], entry["dtype"] or "?", _shape(entry))
+            cells = (kind[:-1], entry["name"], entry["dtype"] or "?", _shape(entry))
+            io_table.add_row(*map(Text, cells))  # Text: names and shapes may hold [brackets]
     stdout.print(io_table)
     ops = Table("op", "count", title="ops", title_justify="left")
     for op_type, count in s["op_types"].items():
-        ops.add_row(op_type, str(count))
+        ops.add_row(Text(op_type), str(count))
     stdout.print(ops)
 
 

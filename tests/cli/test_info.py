@@ -123,3 +123,10 @@ def test_python_dash_m_runs_the_cli(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "onnxforge", "info", str(tmp_path / "nope.onnx")],
                          capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and bad.stderr.strip().endswith("nope.onnx: no such file")
+
+
+def test_symbolic_shapes_print_literally() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "tiny_convnet.onnx"
+    result = _invoke("info", str(example))
+    assert result.exit_code == 0
+    assert "[batch, 3, 16, 16]" in result.stdout and "[batch, 10]" in result.stdout
