@@ -48,29 +48,25 @@ class Result:
     delta: float
 
 
-def _status_kib(field: str) -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith(field))
-    except (OSError, StopIteration):
-        return None
+def _vm_bytes(field: str) -> int | None:
+    """A ``Vm*`` line of /proc/self/status in bytes; None off Linux."""
+    with contextlib.suppress(OSError), open("/proc/self/status") as f:
+        return next((int(ln.split()[1]) * 1024 for ln in f if ln.startswith(field)), None)
+    return None
 
 
 def _rss_now() -> int:
     """Current RSS in bytes; on Linux also resets the peak to it, so the imports' peak is gone."""
     with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as f:
         f.write("5")
-    now = _status_kib("VmRSS:")
-    return _rss_peak() if now is None else now * 1024
+    return _vm_bytes("VmRSS:") or _rss_peak()
 
 
 def _rss_peak() -> int:
     """Peak RSS in bytes. On Linux ru_maxrss keeps the parent's peak across fork+exec (the
     child inherits it), so the process's own high-water mark, VmHWM, is read instead."""
-    hwm, peak = _status_kib("VmHWM:"), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    if hwm is not None:
-        return hwm * 1024
-    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB elsewhere
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return _vm_bytes("VmHWM:") or (peak if sys.platform == "darwin" else peak * 1024)
 
 
 def child(tool: str, src: str, dst: str, external: bool) -> None:
@@ -117,14 +113,11 @@ def make_chain(path: Path, nodes: int = SYNTH_NODES) -> None:
 
     rng = np.random.default_rng(0)
     graph_nodes, inits, prev = [], [], "X"
-    for i in range(nodes):
-        if i % 2 == 0:
-            const = numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), f"c{i}")
-            inits.append(const)
-            graph_nodes.append(helper.make_node("Add", [prev, const.name], [f"t{i}"]))
-        else:
-            graph_nodes.append(helper.make_node("Relu", [prev], [f"t{i}"]))
-        prev = f"t{i}"
+    for i in range(0, nodes, 2):
+        inits.append(numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), f"c{i}"))
+        graph_nodes.append(helper.make_node("Add", [prev, f"c{i}"], [f"t{i}"]))
+        prev = f"t{i + 1}"
+        graph_nodes.append(helper.make_node("Relu", [f"t{i}"], [prev]))
     x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 8])
     y = helper.make_tensor_value_info(prev, TensorProto.FLOAT, [1, 8])
     graph = helper.make_graph(graph_nodes, "chain", [x], [y], inits)
@@ -152,35 +145,41 @@ def make_large(path: Path, nbytes: int = LARGE_BYTES) -> None:
     onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
-def describe(case: Case) -> tuple[float, int]:
-    """Size in MiB (external data included) and top-level node count."""
+def describe(case: Case) -> tuple[int, int]:
+    """Size in bytes (external data included) and top-level node count."""
     import onnx
 
     model = onnx.load(str(case.path), load_external_data=False)
     files = [case.path] + ([case.path.parent / f"{case.path.name}.data"] if case.external else [])
-    return sum(f.stat().st_size for f in files) / MIB, len(model.graph.node)
+    return sum(f.stat().st_size for f in files), len(model.graph.node)
+
+
+def _size(nbytes: int) -> str:
+    size = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            break
+        size /= 1024
+    return f"{nbytes} B" if unit == "B" else f"{size:.1f} {unit}"
 
 
 def _ratio(ours: float, theirs: float) -> str:
     return f"{ours / theirs:.2f}x" if theirs > 0 else "n/a"
 
 
-def table(rows: list[tuple[Case, float, int, Result, Result]], notes: list[str]) -> str:
+def table(rows: list[tuple[Case, int, int, Result, Result]], notes: list[str]) -> str:
     """The Markdown report: one row per model, then notes (skipped cases, method)."""
-    head = (
-        "| Model | Size (MiB) | Nodes | onnx time (s) | onnxforge time (s) | Time ratio "
-        "| onnx peak RSS (MiB) | onnxforge peak RSS (MiB) | onnx peak Δ (MiB) "
-        "| onnxforge peak Δ (MiB) | Memory ratio (Δ) |"
-    )
-    lines = ["# Round trip: load + save", "", head, "|" + "---|" * 11]
-    for case, size, nodes, theirs, ours in rows:
-        lines.append(
-            f"| {case.name} | {size:.2f} | {nodes} | {theirs.seconds:.3f} | {ours.seconds:.3f} "
-            f"| {_ratio(ours.seconds, theirs.seconds)} | {theirs.peak:.1f} | {ours.peak:.1f} "
-            f"| {theirs.delta:.1f} | {ours.delta:.1f} | {_ratio(ours.delta, theirs.delta)} |"
-        )
-    lines += ["", *(f"- {note}" for note in notes)]
-    return "\n".join(lines) + "\n"
+    head = ["Model", "Size", "Nodes", "onnx time (s)", "onnxforge time (s)", "Time ratio"]
+    head += ["onnx peak RSS (MiB)", "onnxforge peak RSS (MiB)", "onnx peak Δ (MiB)"]
+    head += ["onnxforge peak Δ (MiB)", "Memory ratio (Δ)"]
+    cells = [head, ["---"] * len(head)]
+    for case, nbytes, nodes, theirs, ours in rows:
+        cells.append([case.name, _size(nbytes), str(nodes), f"{theirs.seconds:.3f}"])
+        cells[-1] += [f"{ours.seconds:.3f}", _ratio(ours.seconds, theirs.seconds)]
+        cells[-1] += [f"{x:.1f}" for x in (theirs.peak, ours.peak, theirs.delta, ours.delta)]
+        cells[-1].append(_ratio(ours.delta, theirs.delta))
+    lines = ["# Round trip: load + save", "", *("| " + " | ".join(c) + " |" for c in cells), ""]
+    return "\n".join(lines + [f"- {note}" for note in notes]) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         for case in cases:
             repeat = 1 if case.external else args.repeat
             size, nodes = describe(case)
-            logger.info("%s: %.1f MiB, %d nodes, %d run(s)/tool", case.name, size, nodes, repeat)
+            logger.info("%s: %s, %d nodes, %d run(s)/tool", case.name, _size(size), nodes, repeat)
             theirs, ours = (measure(tool, case, repeat, work) for tool in ("onnx", "onnxforge"))
             rows.append((case, size, nodes, theirs, ours))
     report = table(rows, notes)

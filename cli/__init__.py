@@ -6,8 +6,8 @@ __all__ = ["app", "main"]
 
 import sys
 
-from onnxforge.cli._app import app
 from onnxforge.cli import info as _info  # noqa: F401  (registers the command)
+from onnxforge.cli._app import app
 
 
 def main() -> None:

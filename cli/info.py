@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from onnxforge.cli._app import app, fail_on_errors, stdout
 from rich.table import Table
 from rich.text import Text
 
-from onnxforge.cli._app import app, fail_on_errors, stdout
 from onnxforge.errors import InvalidModelError
 from onnxforge.io import load
 from onnxforge.ir import problems
@@ -64,7 +64,9 @@ def _print_tables(path: Path, s: dict[str, Any]) -> None:
     ):
         overview.add_row(key, Text(str(value)))
     stdout.print(overview)
-    io_table = Table("", "name", "dtype", "shape", title="inputs and outputs", title_justify="left")
+    io_table = Table(
+        "", "name", "dtype", "shape", title="inputs and outputs", title_justify="left"
+    )
     for kind in ("inputs", "outputs"):
         for entry in s[kind]:
             cells = (kind[:-1], entry["name"], entry["dtype"] or "?", _shape(entry))

@@ -32,19 +32,26 @@ def make_tiny_convnet() -> onnx.ModelProto:
     }
     nodes = [
         helper.make_node("Sub", ["image", "mean"], ["centered"], name="normalize"),
-        helper.make_node("Conv", ["centered", "conv_w", "conv_b"], ["conv"], name="conv",
-                         pads=[1, 1, 1, 1]),
-        helper.make_node("BatchNormalization",
-                         ["conv", "bn_scale", "bn_bias", "bn_mean", "bn_var"], ["bn"], name="bn"),
+        helper.make_node(
+            "Conv", ["centered", "conv_w", "conv_b"], ["conv"], name="conv", pads=[1, 1, 1, 1]
+        ),
+        helper.make_node(
+            "BatchNormalization",
+            ["conv", "bn_scale", "bn_bias", "bn_mean", "bn_var"],
+            ["bn"],
+            name="bn",
+        ),
         helper.make_node("Relu", ["bn"], ["act"], name="relu"),
         helper.make_node("Split", ["act", "split"], ["left", "right"], name="split", axis=1),
         helper.make_node("Add", ["left", "right"], ["merged"], name="merge"),
-        helper.make_node("MaxPool", ["merged"], ["pooled"], name="pool",
-                         kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node(
+            "MaxPool", ["merged"], ["pooled"], name="pool", kernel_shape=[2, 2], strides=[2, 2]
+        ),
         helper.make_node("Shape", ["pooled"], ["pooled_shape"], name="shape"),
         helper.make_node("Gather", ["pooled_shape", "zero"], ["batch"], name="batch", axis=0),
-        helper.make_node("Concat", ["batch", "minus_one"], ["flat_shape"], name="flat_shape",
-                         axis=0),
+        helper.make_node(
+            "Concat", ["batch", "minus_one"], ["flat_shape"], name="flat_shape", axis=0
+        ),
         helper.make_node("Reshape", ["pooled", "flat_shape"], ["flat"], name="flatten"),
         helper.make_node("MatMul", ["flat", "fc_w"], ["logits_raw"], name="fc"),
         helper.make_node("Identity", ["logits_raw"], ["logits"], name="identity"),
@@ -56,8 +63,9 @@ def make_tiny_convnet() -> onnx.ModelProto:
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])],
         [numpy_helper.from_array(w, name) for name, w in weights.items()],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
-                              producer_name="onnxforge-examples")
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="onnxforge-examples"
+    )
     model.ir_version = 7
     onnx.checker.check_model(model, full_check=True)
     return model

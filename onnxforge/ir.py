@@ -35,7 +35,7 @@ import logging
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, Union
+from typing import TYPE_CHECKING, Any, Protocol
 
 import networkx as nx
 import numpy as np
@@ -127,7 +127,7 @@ _BITS: dict[DType, int] = {
 
 SymDim = str
 """A symbolic dimension: a graph-input name such as ``batch`` or an expression such as ``N+M``."""
-Dim = Union[int, SymDim, None]
+Dim = int | SymDim | None
 """A dimension: static (int), symbolic (str) or unknown (None)."""
 Shape = tuple[Dim, ...]
 
@@ -152,7 +152,11 @@ class TensorType:
         return None if self.shape is None else len(self.shape)
 
     def __str__(self) -> str:
-        dims = "?" if self.shape is None else ",".join("?" if d is None else str(d) for d in self.shape)
+        dims = (
+            "?"
+            if self.shape is None
+            else ",".join("?" if d is None else str(d) for d in self.shape)
+        )
         return f"{dtype_name(self.dtype).lower()}[{dims}]"
 
 
@@ -490,7 +494,9 @@ class Graph:
         """Remove ``op`` and its outputs; they must no longer be used."""
         for value in op._outputs:
             if value is not None and self.is_used(value):
-                raise OnnxForgeError(f"cannot remove {op.describe()}: output {value.name!r} is used")
+                raise OnnxForgeError(
+                    f"cannot remove {op.describe()}: output {value.name!r} is used"
+                )
         for value in op._outputs:
             if value is not None:
                 self.nx.remove_node(value)
@@ -720,7 +726,9 @@ def _check_graph(
         for value in op._outputs:
             if value is not None:
                 if value in defined:
-                    found.append(f"{where}: {op.describe()} produces {value.name!r}, already defined")
+                    found.append(
+                        f"{where}: {op.describe()} produces {value.name!r}, already defined"
+                    )
                 defined.add(value)
                 _claim_name(value, names, where, found)
     visible = outer | defined
@@ -728,7 +736,8 @@ def _check_graph(
         for port, value in enumerate(op._inputs):
             if value is not None and value not in visible:
                 found.append(
-                    f"{where}: {op.describe()} input {port} {value.name!r} is used but never produced"
+                    f"{where}: {op.describe()} input {port} {value.name!r} "
+                    "is used but never produced"
                 )
         for sub in op.subgraphs():
             _check_graph(sub, scope, visible, found, names)

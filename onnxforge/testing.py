@@ -16,13 +16,15 @@ from onnxforge.ir import Model
 
 
 def model_from_text(text: str) -> Model:
-    """A Model from ONNX textual syntax: ``'<ir_version: 10, opset_import: ["" : 18]> g (...)'``."""
+    """A Model from ONNX text: ``'<ir_version: 10, opset_import: ["" : 18]> g (...)'``."""
     proto = onnx.parser.parse_model(text)
     onnx.checker.check_model(proto)
     return from_proto(proto)
 
 
-def run_onnxruntime(model: Model | onnx.ModelProto | str, feeds: Mapping[str, np.ndarray]) -> list[Any]:
+def run_onnxruntime(
+    model: Model | onnx.ModelProto | str, feeds: Mapping[str, np.ndarray]
+) -> list[Any]:
     """Outputs of onnxruntime's CPU provider (the test extras install it)."""
     import onnxruntime as ort
 

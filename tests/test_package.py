@@ -5,9 +5,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import tomllib
 import zipfile
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    from pip._vendor import tomli as tomllib
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,12 +46,28 @@ def test_package_dir_maps_the_card_folders_under_onnxforge() -> None:
 
 def test_the_wheel_installs_nothing_but_onnxforge(tmp_path: Path) -> None:
     tree = tmp_path / "src"
-    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(
-        ".git", "build", "*.egg-info", "__pycache__", ".venv*", "tests", "benchmarks"))
+    shutil.copytree(
+        ROOT,
+        tree,
+        ignore=shutil.ignore_patterns(
+            ".git", "build", "*.egg-info", "__pycache__", ".venv*", "tests", "benchmarks"
+        ),
+    )
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-         "-w", str(tmp_path / "dist"), str(tree)],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(tree),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     (wheel,) = (tmp_path / "dist").glob("*.whl")

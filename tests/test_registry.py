@@ -23,7 +23,9 @@ def test_lookup_maps_opset_to_since_version() -> None:
     assert registry.lookup("Split", 17) is split_13  # opset 17 selects Split-13
     assert registry.find("Split", 18) is None  # Split-18 is another schema
     assert registry.lookup("Sub", 21) is arith and registry.lookup("Add", 8) is arith
-    with pytest.raises(OnnxForgeError, match=r"no kernel for Split-18 \(opset 18\); versions with one: 13"):
+    with pytest.raises(
+        OnnxForgeError, match=r"no kernel for Split-18 \(opset 18\); versions with one: 13"
+    ):
         registry.lookup("Split", 18)
 
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_EXTERNAL_THRESHOLD", "PROTOBUF_LIMIT", "from_proto", "load", "save", "to_proto"]
+__all__ = [
+    "DEFAULT_EXTERNAL_THRESHOLD",
+    "PROTOBUF_LIMIT",
+    "from_proto",
+    "load",
+    "save",
+    "to_proto",
+]
 
 import logging
 import os
@@ -88,7 +95,11 @@ class _SaveSink(TensorSink):
         if source is None:  # strings cannot be raw
             EmbedSink().place(tensor, out, initializer=initializer)
             return
-        if self.external is not None and initializer is not None and source.length >= self.threshold:
+        if (
+            self.external is not None
+            and initializer is not None
+            and source.length >= self.threshold
+        ):
             self._write_external(source, out)
         elif initializer is not None:
             self.spliced[initializer] = source
@@ -104,7 +115,11 @@ class _SaveSink(TensorSink):
             self.external.write(b"\0" * (_ALIGN - offset % _ALIGN))
             offset = self.external.tell()
         source.write(self.external)
-        for key, value in (("location", self.location), ("offset", offset), ("length", source.length)):
+        for key, value in (
+            ("location", self.location),
+            ("offset", offset),
+            ("length", source.length),
+        ):
             entry = out.external_data.add()
             entry.key, entry.value = key, str(value)
         out.data_location = onnx.TensorProto.EXTERNAL
@@ -143,7 +158,9 @@ def save(
         external_data = _had_external(model) or weights > PROTOBUF_LIMIT - (64 << 20)
     location = location or f"{path.name}.data"
     if os.path.dirname(location) or location in (".", "..") or os.path.isabs(location):
-        raise OnnxForgeError(f"external data location {location!r} must be a file name beside the model")
+        raise OnnxForgeError(
+            f"external data location {location!r} must be a file name beside the model"
+        )
     folder = path.parent
     if not folder.is_dir():
         raise OnnxForgeError(f"{path}: the folder {str(folder)!r} does not exist")
@@ -183,14 +200,17 @@ def _write(model: Model, out: BinaryIO, sink: _SaveSink, path: Path) -> None:
     mp = model_to_proto(model, sink)
     gp = mp.graph
     initializers = [
-        (gp.initializer[i].SerializeToString(), sink.spliced.get(i)) for i in range(len(gp.initializer))
+        (gp.initializer[i].SerializeToString(), sink.spliced.get(i))
+        for i in range(len(gp.initializer))
     ]
     gp.ClearField("initializer")
     graph_rest = gp.SerializeToString()
     mp.ClearField("graph")
     model_rest = mp.SerializeToString()
-    total = len(model_rest) + len(graph_rest) + sum(
-        len(t) + (w.length if w else 0) for t, w in initializers
+    total = (
+        len(model_rest)
+        + len(graph_rest)
+        + sum(len(t) + (w.length if w else 0) for t, w in initializers)
     )
     if total > PROTOBUF_LIMIT:
         raise OnnxForgeError(
@@ -198,4 +218,3 @@ def _write(model: Model, out: BinaryIO, sink: _SaveSink, path: Path) -> None:
             "save it with external data"
         )
     write_model(out, model_rest, graph_rest, initializers)
-

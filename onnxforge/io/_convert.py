@@ -131,7 +131,9 @@ class _GraphSource:
     value_info: list[tuple[Any, Value | None]] = field(default_factory=list)
 
 
-def _bulk_add(g: nx.MultiDiGraph, nodes: Sequence[Any], edges: Sequence[tuple[Any, Any, Any]]) -> None:
+def _bulk_add(
+    g: nx.MultiDiGraph, nodes: Sequence[Any], edges: Sequence[tuple[Any, Any, Any]]
+) -> None:
     """Add nodes and keyed edges through networkx's own dicts: half the time of
     add_edges_from on 100k-node models, the same structure (MultiDiGraph.add_edge's)."""
     node, succ, pred = g._node, g._succ, g._pred
@@ -149,6 +151,55 @@ def _bulk_add(g: nx.MultiDiGraph, nodes: Sequence[Any], edges: Sequence[tuple[An
     clear = getattr(nx, "_clear_cache", None)
     if clear is not None:
         clear(g)
+
+
+class _Building:
+    """A graph being read: its name table, and the networkx nodes and edges added at the end."""
+
+    def __init__(self, g: Graph, scopes: list[dict[str, Value]]) -> None:
+        self.g = g
+        self.scopes = scopes
+        self.local: dict[str, Value] = {}
+        self.nodes: list[Any] = []
+        self.edges: list[tuple[Any, Any, Any]] = []
+
+    def define(self, name: str) -> Value:
+        """A new value of this graph; a second definition of a name stays a separate value
+        (verify reports it) and lookups keep finding the first."""
+        value = Value(name, _graph=self.g)
+        self.nodes.append(value)
+        self.local.setdefault(name, value)
+        return value
+
+    def constant(self, name: str) -> Value:
+        """The value an initializer fills: its graph input of the same name, or a new one."""
+        value = self.local.get(name)
+        if value is None or value.const is not None:
+            value = self.define(name)
+        self.g.initializers.append(value)
+        return value
+
+    def lookup(self, name: str) -> Value:
+        """This graph's value, else an enclosing graph's (a capture), else a value defined by
+        nothing (verify reports it)."""
+        value = self.local.get(name)
+        if value is None:
+            value = _resolve(name, self.scopes)
+            if value is None:
+                return self.define(name)
+            self.nodes.append(value)
+        return value
+
+    def value_info(self, protos: Any, src: _GraphSource) -> None:
+        for vi in protos:
+            value = self.local.get(vi.name)
+            if value is not None:
+                _take_info(value, vi)
+            src.value_info.append((vi, value))
+
+    def finish(self) -> None:
+        _bulk_add(self.g.nx, self.nodes, self.edges)
+        _seal(self.nodes)
 
 
 class _Reader:
@@ -177,11 +228,14 @@ class _Reader:
             offset = int(info.get("offset", 0))
             length = int(info["length"]) if "length" in info else file.size - offset
         except ValueError:
-            raise ModelReadError(where, f"tensor {tp.name!r}: external offset/length is not a number") from None
+            raise ModelReadError(
+                where, f"tensor {tp.name!r}: external offset/length is not a number"
+            ) from None
         if offset < 0 or length < 0 or offset + length > file.size:
             raise ModelReadError(
                 where,
-                f"tensor {tp.name!r}: external data offset {offset} + length {length} lies outside "
+                f"tensor {tp.name!r}: external data offset {offset} + length {length} "
+                f"lies outside "
                 f"{file.path.name!r} ({file.size} bytes)",
             )
         expected = Tensor(tp.data_type, tp.dims).nbytes
@@ -233,128 +287,80 @@ class _Reader:
 
     # graphs
     def graph(
-        self, gp: onnx.GraphProto, scopes: list[dict[str, Value]], parent: Graph | None, *, top: bool = False
+        self,
+        gp: onnx.GraphProto,
+        scopes: list[dict[str, Value]],
+        parent: Graph | None,
+        *,
+        top: bool = False,
     ) -> Graph:
         g = Graph(gp.name, parent=parent)
         g.doc_string = gp.doc_string
         g.metadata_props = _props(gp.metadata_props)
         src = g._source = _GraphSource(gp)
-        local: dict[str, Value] = {}
-        nodes: list[Any] = []
-
-        def define(name: str) -> Value:
-            value = Value(name, _graph=g)
-            nodes.append(value)
-            local.setdefault(name, value)
-            return value
-
+        b = _Building(g, scopes)
         for vi in gp.input:
-            value = local.get(vi.name) or define(vi.name)
+            value = b.local.get(vi.name) or b.define(vi.name)
             _take_info(value, vi)
             g.inputs.append(value)
             src.inputs.append((vi, value))
         for i, tp in enumerate(gp.initializer):
-            value = local.get(tp.name)
-            if value is None or value.const is not None:
-                value = define(tp.name)
-            value.const = self.tensor(tp, self.spans[i] if top and i < len(self.spans) else None)
-            g.initializers.append(value)
+            span = self.spans[i] if top and i < len(self.spans) else None
+            b.constant(tp.name).const = self.tensor(tp, span)
         for sp in gp.sparse_initializer:
-            name = sp.values.name
-            value = local.get(name)
-            if value is None or value.const is not None:
-                value = define(name)
-            value.const = self.sparse(sp)
-            g.initializers.append(value)
-        edges = self.body(g, gp.node, local, scopes, define, nodes)
-        for vi in gp.value_info:
-            value = local.get(vi.name)
-            if value is not None:
-                _take_info(value, vi)
-            src.value_info.append((vi, value))
+            b.constant(sp.values.name).const = self.sparse(sp)
+        self.body(b, gp.node)
+        b.value_info(gp.value_info, src)
         for vi in gp.output:
-            value = local.get(vi.name)
-            if value is None:
-                value = _resolve(vi.name, scopes)
-                if value is None:
-                    value = define(vi.name)
-                else:  # an outer value passed straight through: a capture
-                    nodes.append(value)
+            value = b.lookup(vi.name)
             if value._graph is g:
                 _take_info(value, vi)
             g.outputs.append(value)
             src.outputs.append((vi, value))
-        _bulk_add(g.nx, nodes, edges)
-        _seal(nodes)
+        b.finish()
         return g
 
-    def body(
-        self,
-        g: Graph,
-        node_protos: Any,
-        local: dict[str, Value],
-        scopes: list[dict[str, Value]],
-        define: Any,
-        nodes: list[Any],
-    ) -> list[tuple[Any, Any, Any]]:
-        """Read the nodes of a graph or function body; returns the edges to add."""
-        ops: list[tuple[Op, Any]] = []
-        edges: list[tuple[Any, Any, Any]] = []
+    def body(self, b: _Building, node_protos: Any) -> None:
+        """Read the nodes of a graph or function body."""
+        g, ops = b.g, []
         for n in node_protos:  # pass 1: every op and the values it defines
             op = Op(n.op_type, n.domain, n.name, overload=n.overload, doc_string=n.doc_string)
             op._graph = g
             op._source = n
             if len(n.metadata_props):
                 op.metadata_props = _props(n.metadata_props)
-            outputs: list[Value | None] = [define(name) if name else None for name in n.output]
+            outputs: list[Value | None] = [b.define(name) if name else None for name in n.output]
             op._outputs = outputs
-            nodes.append(op)
+            b.nodes.append(op)
             g._ops[op] = None
             for port, value in enumerate(outputs):
                 if value is not None:
-                    edges.append((op, value, port))
+                    b.edges.append((op, value, port))
             ops.append((op, n))
-        inner_scopes = [*scopes, local]
+        inner_scopes = [*b.scopes, b.local]
         for op, n in ops:  # pass 2: uses, which may refer to any op's outputs or outer scopes
             inputs: list[Value | None] = []
             for port, name in enumerate(n.input):
-                if not name:
-                    inputs.append(None)
-                    continue
-                value = local.get(name) or _resolve(name, scopes) or define(name)
+                value = b.lookup(name) if name else None
                 inputs.append(value)
-                edges.append((value, op, port))
+                if value is not None:
+                    b.edges.append((value, op, port))
             op._inputs = inputs
             for a in n.attribute:
                 op.attrs[a.name] = self.attribute(a, inner_scopes, g)
             for sub in op.subgraphs():
                 sub.owner = op
-                for value in sub.captures():
-                    edges.append((value, op, ("capture", value.name)))
-        return edges
+                b.edges.extend((value, op, ("capture", value.name)) for value in sub.captures())
 
     def function(self, fp: onnx.FunctionProto) -> Function:
         g = Graph(fp.name)
-        src = g._source = _GraphSource(fp)
-        local: dict[str, Value] = {}
-        nodes: list[Any] = []
-
-        def define(name: str) -> Value:
-            value = Value(name, _graph=g)
-            nodes.append(value)
-            local.setdefault(name, value)
-            return value
-
-        g.inputs = [local.get(name) or define(name) for name in fp.input]
-        edges = self.body(g, fp.node, local, [], define, nodes)
-        g.outputs = [local.get(name) or define(name) for name in fp.output]
-        for vi in fp.value_info:
-            value = local.get(vi.name)
-            if value is not None:
-                _take_info(value, vi)
-            src.value_info.append((vi, value))
-        _bulk_add(g.nx, nodes, edges)
-        _seal(nodes)
+        g._source = _GraphSource(fp)
+        b = _Building(g, [])
+        g.inputs = [b.local.get(name) or b.define(name) for name in fp.input]
+        self.body(b, fp.node)
+        g.outputs = [b.lookup(name) for name in fp.output]
+        b.value_info(fp.value_info, g._source)
+        b.finish()
         fn = Function(
             fp.name,
             fp.domain,
@@ -395,12 +401,22 @@ def _seal(nodes: list[Any]) -> None:
 
 
 _KIND_FIELDS = (
-    ("f", _A.FLOAT), ("i", _A.INT), ("s", _A.STRING), ("t", _A.TENSOR), ("g", _A.GRAPH),
-    ("sparse_tensor", _A.SPARSE_TENSOR), ("tp", _A.TYPE_PROTO),
+    ("f", _A.FLOAT),
+    ("i", _A.INT),
+    ("s", _A.STRING),
+    ("t", _A.TENSOR),
+    ("g", _A.GRAPH),
+    ("sparse_tensor", _A.SPARSE_TENSOR),
+    ("tp", _A.TYPE_PROTO),
 )
 _KIND_LISTS = (
-    ("floats", _A.FLOATS), ("ints", _A.INTS), ("strings", _A.STRINGS), ("tensors", _A.TENSORS),
-    ("graphs", _A.GRAPHS), ("sparse_tensors", _A.SPARSE_TENSORS), ("type_protos", _A.TYPE_PROTOS),
+    ("floats", _A.FLOATS),
+    ("ints", _A.INTS),
+    ("strings", _A.STRINGS),
+    ("tensors", _A.TENSORS),
+    ("graphs", _A.GRAPHS),
+    ("sparse_tensors", _A.SPARSE_TENSORS),
+    ("type_protos", _A.TYPE_PROTOS),
 )
 
 
@@ -444,7 +460,7 @@ class TensorSink:
     """Decides where the bytes of each tensor go when a model is written."""
 
     def place(self, tensor: Tensor, out: TensorProto, *, initializer: int | None) -> None:
-        """Fill ``out``'s data; ``initializer`` is the index among the main graph's initializers."""
+        """Fill ``out``'s data; ``initializer``: index among the main graph's initializers."""
         raise NotImplementedError
 
 
@@ -480,9 +496,15 @@ def _tensor_to_proto(
         out.name = name
 
 
-def _sparse_to_proto(sparse: SparseTensor, out: onnx.SparseTensorProto, name: str | None, sink: TensorSink) -> None:
+def _sparse_to_proto(
+    sparse: SparseTensor, out: onnx.SparseTensorProto, name: str | None, sink: TensorSink
+) -> None:
     src = sparse._source
-    if src is not None and sparse.values.proto is src.values and sparse.indices.proto is src.indices:
+    if (
+        src is not None
+        and sparse.values.proto is src.values
+        and sparse.indices.proto is src.indices
+    ):
         out.CopyFrom(src)
     else:
         _tensor_to_proto(sparse.values, out.values, None, sink, None)
@@ -515,13 +537,27 @@ def _kind_of_value(value: Any) -> int:
         single = _kind_of_value(value[0])
         if single == _A.INT and any(isinstance(v, float) for v in value):
             return _A.FLOATS
-        return {_A.INT: _A.INTS, _A.FLOAT: _A.FLOATS, _A.STRING: _A.STRINGS, _A.TENSOR: _A.TENSORS,
-                _A.GRAPH: _A.GRAPHS, _A.SPARSE_TENSOR: _A.SPARSE_TENSORS,
-                _A.TYPE_PROTO: _A.TYPE_PROTOS}[single]
+        return {
+            _A.INT: _A.INTS,
+            _A.FLOAT: _A.FLOATS,
+            _A.STRING: _A.STRINGS,
+            _A.TENSOR: _A.TENSORS,
+            _A.GRAPH: _A.GRAPHS,
+            _A.SPARSE_TENSOR: _A.SPARSE_TENSORS,
+            _A.TYPE_PROTO: _A.TYPE_PROTOS,
+        }[single]
     raise OnnxForgeError(f"attribute value {value!r} has no ONNX attribute type")
 
 
-_LIST_KINDS = {_A.FLOATS, _A.INTS, _A.STRINGS, _A.TENSORS, _A.GRAPHS, _A.SPARSE_TENSORS, _A.TYPE_PROTOS}
+_LIST_KINDS = {
+    _A.FLOATS,
+    _A.INTS,
+    _A.STRINGS,
+    _A.TENSORS,
+    _A.GRAPHS,
+    _A.SPARSE_TENSORS,
+    _A.TYPE_PROTOS,
+}
 
 
 def _fits(value: Any, kind: int) -> bool:
@@ -530,7 +566,11 @@ def _fits(value: Any, kind: int) -> bool:
     if isinstance(value, list | tuple):
         if kind not in _LIST_KINDS:
             return False
-        return not value or _kind_of_value(value) == kind or (kind == _A.FLOATS and _kind_of_value(value) == _A.INTS)
+        return (
+            not value
+            or _kind_of_value(value) == kind
+            or (kind == _A.FLOATS and _kind_of_value(value) == _A.INTS)
+        )
     inferred = _kind_of_value(value)
     return inferred == kind or (kind == _A.FLOAT and inferred == _A.INT)
 
@@ -539,7 +579,9 @@ class _Writer:
     def __init__(self, sink: TensorSink) -> None:
         self.sink = sink
 
-    def attribute(self, out: AttributeProto, name: str, value: Any, orig: AttributeProto | None) -> None:
+    def attribute(
+        self, out: AttributeProto, name: str, value: Any, orig: AttributeProto | None
+    ) -> None:
         if value is None and orig is not None:
             out.CopyFrom(orig)
             return
@@ -618,7 +660,11 @@ class _Writer:
             type_to_proto(value.type, out.type)
         _set(out, vi, "doc_string", value.doc_string)
         if value.metadata_props:
-            _write_props(out.metadata_props, value.metadata_props, vi.metadata_props if vi is not None else None)
+            _write_props(
+                out.metadata_props,
+                value.metadata_props,
+                vi.metadata_props if vi is not None else None,
+            )
 
     def ops_in_order(self, g: Graph) -> list[Op]:
         return g.ops if g.is_sorted() else g.topo_order()
@@ -644,7 +690,9 @@ class _Writer:
         if sp is not None and len(sp.quantization_annotation):
             gp.quantization_annotation.extend(sp.quantization_annotation)
         if g.metadata_props or (sp is not None and len(sp.metadata_props)):
-            _write_props(gp.metadata_props, g.metadata_props, sp.metadata_props if sp is not None else None)
+            _write_props(
+                gp.metadata_props, g.metadata_props, sp.metadata_props if sp is not None else None
+            )
 
     def interface(self, values: list[Value], out: Any, loaded: list[tuple[Any, Value]]) -> None:
         for i, value in enumerate(values):
@@ -710,7 +758,11 @@ def model_to_proto(model: Model, sink: TensorSink | None = None) -> onnx.ModelPr
     src = model._source
     mp = onnx.ModelProto()
     _set(mp, src, "ir_version", model.ir_version)
-    if src is not None and _opsets(src.opset_import) == model.opset_imports and len(src.opset_import) == len(model.opset_imports):
+    if (
+        src is not None
+        and _opsets(src.opset_import) == model.opset_imports
+        and len(src.opset_import) == len(model.opset_imports)
+    ):
         mp.opset_import.extend(src.opset_import)
     else:
         _write_opsets(mp.opset_import, model.opset_imports)

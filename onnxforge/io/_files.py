@@ -120,9 +120,7 @@ def open_external(
 
 def _open_component(name: str, dir_fd: int, flags: int, refuse: object) -> int:
     try:
-        return os.open(
-            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | flags, dir_fd=dir_fd
-        )
+        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | flags, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(name, dir_fd):
             raise refuse("passes through a symbolic link") from None  # type: ignore[operator]

@@ -9,7 +9,14 @@ parses to a message equal to the original.
 
 from __future__ import annotations
 
-__all__ = ["WeightSource", "WireError", "copy_span", "field_header", "split_weights", "write_model"]
+__all__ = [
+    "WeightSource",
+    "WireError",
+    "copy_span",
+    "field_header",
+    "split_weights",
+    "write_model",
+]
 
 import os
 from collections.abc import Callable, Sequence
@@ -128,7 +135,12 @@ def split_weights(buf: memoryview) -> tuple[bytes, list[tuple[int, int] | None]]
     pieces.append(buf[copied : graph.end])
     graph_body = b"".join(pieces)
     skeleton = b"".join(
-        [buf[: graph.start], field_header(_MODEL_GRAPH, len(graph_body)), graph_body, buf[graph.end :]]
+        [
+            buf[: graph.start],
+            field_header(_MODEL_GRAPH, len(graph_body)),
+            graph_body,
+            buf[graph.end :],
+        ]
     )
     return skeleton, spans
 

@@ -11,10 +11,9 @@ from pathlib import Path
 import onnx
 import pytest
 from onnx import TensorProto, helper
+from onnxforge.cli import app
 from suites import LIGHT_MODELS
 from typer.testing import CliRunner
-
-from onnxforge.cli import app
 
 runner = CliRunner()
 
@@ -71,7 +70,9 @@ def _corrupt(source: Path, folder: Path) -> dict[str, tuple[Path, str]]:
     return made
 
 
-@pytest.mark.parametrize("case", ["truncated", "bit-flipped", "empty", "text", "folder", "missing"])
+@pytest.mark.parametrize(
+    "case", ["truncated", "bit-flipped", "empty", "text", "folder", "missing"]
+)
 def test_unreadable_input_is_one_line_and_exit_2(case: str, tmp_path: Path) -> None:
     path, message = _corrupt(LIGHT_MODELS[0], tmp_path)[case]
     result = _invoke("info", str(path))
@@ -85,12 +86,16 @@ def _invalid_model(kind: str) -> onnx.ModelProto:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
     nodes = {
-        "cycle": [helper.make_node("Relu", ["b"], ["a"], name="r1"),
-                  helper.make_node("Relu", ["a"], ["b"], name="r2"),
-                  helper.make_node("Add", ["x", "b"], ["y"], name="add")],
+        "cycle": [
+            helper.make_node("Relu", ["b"], ["a"], name="r1"),
+            helper.make_node("Relu", ["a"], ["b"], name="r2"),
+            helper.make_node("Add", ["x", "b"], ["y"], name="add"),
+        ],
         "undefined": [helper.make_node("Add", ["x", "ghost"], ["y"], name="add")],
-        "two-producers": [helper.make_node("Relu", ["x"], ["y"], name="first"),
-                          helper.make_node("Neg", ["x"], ["y"], name="second")],
+        "two-producers": [
+            helper.make_node("Relu", ["x"], ["y"], name="first"),
+            helper.make_node("Neg", ["x"], ["y"], name="second"),
+        ],
     }[kind]
     graph = helper.make_graph(nodes, "g", [x], [y])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
@@ -117,11 +122,19 @@ def test_invalid_model_lists_its_problems_and_exits_1(kind, problems, tmp_path: 
 
 
 def test_python_dash_m_runs_the_cli(tmp_path: Path) -> None:
-    ok = subprocess.run([sys.executable, "-m", "onnxforge", "info", "--json", str(LIGHT_MODELS[0])],
-                        capture_output=True, text=True, check=False)
+    ok = subprocess.run(
+        [sys.executable, "-m", "onnxforge", "info", "--json", str(LIGHT_MODELS[0])],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert ok.returncode == 0 and json.loads(ok.stdout)["ir_version"] == 3
-    bad = subprocess.run([sys.executable, "-m", "onnxforge", "info", str(tmp_path / "nope.onnx")],
-                         capture_output=True, text=True, check=False)
+    bad = subprocess.run(
+        [sys.executable, "-m", "onnxforge", "info", str(tmp_path / "nope.onnx")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert bad.returncode == 2 and bad.stderr.strip().endswith("nope.onnx: no such file")
 
 

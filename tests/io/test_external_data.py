@@ -46,8 +46,10 @@ def _fully_loaded(path: Path) -> onnx.ModelProto:
 @pytest.fixture
 def weights() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
-    return {"big": rng.standard_normal((64, 64)).astype(np.float32),
-            "small": rng.standard_normal((64, 64)).astype(np.float32)[:1].repeat(64, 0)}
+    return {
+        "big": rng.standard_normal((64, 64)).astype(np.float32),
+        "small": rng.standard_normal((64, 64)).astype(np.float32)[:1].repeat(64, 0),
+    }
 
 
 def test_external_tensors_are_views_of_the_data_file(tmp_path: Path, weights) -> None:
@@ -110,7 +112,9 @@ def _retarget(path: Path, location: str, **extra: str) -> None:
         ("", "is empty"),
     ],
 )
-def test_unsafe_or_missing_locations_are_refused(tmp_path: Path, weights, location, reason) -> None:
+def test_unsafe_or_missing_locations_are_refused(
+    tmp_path: Path, weights, location, reason
+) -> None:
     model_dir = tmp_path / "model"
     model_dir.mkdir()
     (tmp_path / "outside.bin").write_bytes(b"\0" * 32768)

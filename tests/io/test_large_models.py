@@ -20,7 +20,7 @@ GIB = 1 << 30
 
 
 def _write_3gb_model(folder: Path) -> Path:
-    """Y = Add(X, W) with W float32[768, 1024, 1024] (3 GiB) in external data, written in chunks."""
+    """Y = Add(X, W), W float32[768, 1024, 1024] (3 GiB) in external data, written in chunks."""
     rows = 768
     chunk = np.arange(1024 * 1024, dtype=np.float32).reshape(1, 1024, 1024)
     with open(folder / "w.bin", "wb") as f:
@@ -71,7 +71,9 @@ def test_a_3gb_initializer_round_trips_in_little_memory(tmp_path: Path) -> None:
     out_dir.mkdir()
     result = subprocess.run(
         [sys.executable, "-c", _CHILD, str(source), str(out_dir / "big.onnx")],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     peak = int(result.stdout.strip().splitlines()[-1])
@@ -95,7 +97,7 @@ def _exported() -> list[Path]:
 
 @pytest.mark.skipif(
     not _exported(),
-    reason="set ONNXFORGE_EXPORT_DIR to a folder made by shared/tools/export_models.py (needs torch)",
+    reason="set ONNXFORGE_EXPORT_DIR to the output of shared/tools/export_models.py (needs torch)",
 )
 @pytest.mark.parametrize("source", _exported(), ids=[p.stem for p in _exported()])
 def test_exported_model_round_trips(source: Path, tmp_path: Path) -> None:
@@ -111,7 +113,9 @@ def test_exported_model_round_trips(source: Path, tmp_path: Path) -> None:
     assert resaved == original
     before, after = load(source), load(out)
     for a, b in zip(before.graph.initializers, after.graph.initializers, strict=True):
-        assert a.name == b.name and np.array_equal(a.const.numpy(), b.const.numpy(), equal_nan=True)
+        assert a.name == b.name and np.array_equal(
+            a.const.numpy(), b.const.numpy(), equal_nan=True
+        )
     if sum(v.const.nbytes for v in before.graph.initializers) > GIB:
         return  # too large to run twice here; every weight byte was compared above
     ort = pytest.importorskip("onnxruntime")

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from suites import disk_models, node_cases
 from onnx import numpy_helper
+from suites import disk_models, node_cases
 
 from onnxforge.io import load, save
 
@@ -51,8 +51,11 @@ def test_node_suite_outputs_identical_after_round_trip(name: str, tmp_path: Path
     source = tmp_path / "model.onnx"
     onnx.save(case.model, source)
     inputs = case.data_sets[0][0]
-    names = [i.name for i in case.model.graph.input if i.name not in
-             {t.name for t in case.model.graph.initializer}]
+    names = [
+        i.name
+        for i in case.model.graph.input
+        if i.name not in {t.name for t in case.model.graph.initializer}
+    ]
     if len(inputs) != len(names) or any(not isinstance(x, np.ndarray) for x in inputs):
         pytest.skip("sequence or optional inputs")
     _run_both(source, tmp_path, dict(zip(names, inputs, strict=True)))
