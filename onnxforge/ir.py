@@ -179,10 +179,12 @@ class FileSpan(Protocol):
     even when the path is replaced (a model saved over its own input).
     """
 
-    offset: int
-    length: int
-
+    @property
+    def offset(self) -> int: ...
+    @property
+    def length(self) -> int: ...
     def buffer(self) -> mmap.mmap | memoryview: ...
+    def read(self) -> bytes: ...
 
 
 class Tensor:
@@ -723,20 +725,20 @@ def _check_graph(
     for value in list(graph.inputs) + graph.initializers:
         _claim_name(value, names, where, found)
     for op in graph._ops:
-        for value in op._outputs:
-            if value is not None:
-                if value in defined:
+        for out in op._outputs:
+            if out is not None:
+                if out in defined:
                     found.append(
-                        f"{where}: {op.describe()} produces {value.name!r}, already defined"
+                        f"{where}: {op.describe()} produces {out.name!r}, already defined"
                     )
-                defined.add(value)
-                _claim_name(value, names, where, found)
+                defined.add(out)
+                _claim_name(out, names, where, found)
     visible = outer | defined
     for op in graph._ops:
-        for port, value in enumerate(op._inputs):
-            if value is not None and value not in visible:
+        for port, used in enumerate(op._inputs):
+            if used is not None and used not in visible:
                 found.append(
-                    f"{where}: {op.describe()} input {port} {value.name!r} "
+                    f"{where}: {op.describe()} input {port} {used.name!r} "
                     "is used but never produced"
                 )
         for sub in op.subgraphs():

@@ -537,7 +537,7 @@ def _kind_of_value(value: Any) -> int:
         single = _kind_of_value(value[0])
         if single == _A.INT and any(isinstance(v, float) for v in value):
             return _A.FLOATS
-        return {
+        lists: dict[int, int] = {
             _A.INT: _A.INTS,
             _A.FLOAT: _A.FLOATS,
             _A.STRING: _A.STRINGS,
@@ -545,7 +545,8 @@ def _kind_of_value(value: Any) -> int:
             _A.GRAPH: _A.GRAPHS,
             _A.SPARSE_TENSOR: _A.SPARSE_TENSORS,
             _A.TYPE_PROTO: _A.TYPE_PROTOS,
-        }[single]
+        }
+        return lists[single]
     raise OnnxForgeError(f"attribute value {value!r} has no ONNX attribute type")
 
 
@@ -586,12 +587,12 @@ class _Writer:
             out.CopyFrom(orig)
             return
         out.name = name
-        kind = orig.type or _kind_of_fields(orig) if orig is not None else 0
+        kind: int = orig.type or _kind_of_fields(orig) if orig is not None else 0
         if not kind or not _fits(value, kind):
             kind = _kind_of_value(value)
             orig = None
         if orig is None or orig.HasField("type"):
-            out.type = kind
+            out.type = kind  # type: ignore[assignment]  # an AttributeType number
         if orig is not None and orig.HasField("doc_string"):
             out.doc_string = orig.doc_string
         if isinstance(value, AttrRef):

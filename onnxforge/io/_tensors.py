@@ -58,7 +58,11 @@ def raw_source(tensor: Tensor) -> WeightSource | None:
     np_dtype = DType(tensor.dtype).numpy if tensor.dtype in DType._value2member_map_ else None
     if np_dtype is None:  # packed / ml_dtypes: let onnx lay the bytes out
         data = tensor_from_array(array, tensor.dtype).raw_data
-        return WeightSource(len(data), lambda out: out.write(data))
+
+        def write_packed(out: BinaryIO) -> None:
+            out.write(data)
+
+        return WeightSource(len(data), write_packed)
     contiguous = np.ascontiguousarray(array, dtype=np_dtype)
     if sys.byteorder != "little":  # pragma: no cover - big-endian hosts
         contiguous = contiguous.byteswap()
