@@ -589,12 +589,18 @@ class Graph:
         return succs
 
     def is_sorted(self) -> bool:
-        """True when every op comes after the producers of what it reads."""
-        seen: set[Op] = set()
+        """True when every op comes after the producers of what it reads (its subgraphs'
+        captures included)."""
+        produced = {v for op in self._ops for v in op._outputs}
+        seen: set[Value | None] = set()
         for op in self._ops:
-            if any(p not in seen for p in self._op_preds(op)):
+            for value in op._inputs:
+                if value in produced and value not in seen:
+                    return False
+            has_subgraphs = op.attrs and any(True for _ in op.subgraphs())
+            if has_subgraphs and any(p in produced and p not in seen for p in self.nx.pred[op]):
                 return False
-            seen.add(op)
+            seen.update(op._outputs)
         return True
 
     def __repr__(self) -> str:

@@ -140,10 +140,7 @@ def _bulk_add(
     for n in nodes:
         if n not in node:
             node[n], succ[n], pred[n] = {}, {}, {}
-    for u, v, key in edges:
-        for n in (u, v):
-            if n not in node:
-                node[n], succ[n], pred[n] = {}, {}, {}
+    for u, v, key in edges:  # every endpoint is in nodes
         keydict = succ[u].get(v)
         if keydict is None:
             keydict = succ[u][v] = pred[v][u] = {}
@@ -350,7 +347,9 @@ class _Reader:
                 op.attrs[a.name] = self.attribute(a, inner_scopes, g)
             for sub in op.subgraphs():
                 sub.owner = op
-                b.edges.extend((value, op, ("capture", value.name)) for value in sub.captures())
+                for value in sub.captures():
+                    b.nodes.append(value)
+                    b.edges.append((value, op, ("capture", value.name)))
 
     def function(self, fp: onnx.FunctionProto) -> Function:
         g = Graph(fp.name)
