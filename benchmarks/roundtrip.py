@@ -63,8 +63,7 @@ def _rss_now() -> int:
 
 
 def _rss_peak() -> int:
-    """Peak RSS in bytes. On Linux ru_maxrss keeps the parent's peak across fork+exec (the
-    child inherits it), so the process's own high-water mark, VmHWM, is read instead."""
+    """Peak RSS in bytes: VmHWM, as Linux's ru_maxrss inherits the parent's across exec."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return _vm_bytes("VmHWM:") or (peak if sys.platform == "darwin" else peak * 1024)
 
@@ -182,6 +181,13 @@ def table(rows: list[tuple[Case, int, int, Result, Result]], notes: list[str]) -
     return "\n".join(lines + [f"- {note}" for note in notes]) + "\n"
 
 
+def _git_version() -> str:
+    cmd = ["git", "-C", str(Path(__file__).parent), "describe", "--always", "--dirty"]
+    with contextlib.suppress(OSError):
+        return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line; run the benchmark (or one --child measurement)."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -206,22 +212,22 @@ def main(argv: list[str] | None = None) -> int:
             f"Time: best of {args.repeat} fresh processes (1 for the 3 GiB model), load+save "
             "only. Peak RSS: VmHWM (ru_maxrss off Linux), median over those runs; Δ is the peak "
             "minus the RSS right after imports (peak reset there). Ratios: onnxforge / onnx.",
-            f"onnx {onnx.__version__}, Python {sys.version.split()[0]}, {sys.platform}.",
+            f"onnx {onnx.__version__}, Python {sys.version.split()[0]}, {sys.platform}, "
+            f"onnxforge {_git_version() or '(no git)'}, {os.cpu_count()} CPUs.",
         ]
         logger.info("generating the %d-node chain", SYNTH_NODES)
         make_chain(work / "chain.onnx")
         cases.append(Case(f"synthetic chain {SYNTH_NODES // 1000}k", work / "chain.onnx"))
-        free, reason = shutil.disk_usage(work).free, "skipped: --skip-large"
-        if not args.skip_large and free < LARGE_MIN_FREE:
-            reason = f"skipped: {free / 1e9:.1f} GB free in {work}, needs 10 GB"
-        elif not args.skip_large:
-            reason = ""
+        free, reason = shutil.disk_usage(work).free, "--skip-large" if args.skip_large else ""
+        if not reason and free < LARGE_MIN_FREE:
+            reason = f"{free / 1e9:.1f} GB free in {work}, needs 10 GB"
+        if reason:
+            print(f"3 GiB external-data model skipped: {reason}")
+            notes.append(f"3 GiB external-data model skipped: {reason}.")
+        else:
             logger.info("generating the 3 GiB external-data model")
             make_large(work / "large.onnx")
             cases.append(Case("external 3 GiB", work / "large.onnx", external=True))
-        if reason:
-            print(f"3 GiB external-data model {reason}")
-            notes.append(f"3 GiB external-data model {reason}.")
         rows = []
         for case in cases:
             repeat = 1 if case.external else args.repeat

@@ -462,6 +462,10 @@ class TensorSink:
         """Fill ``out``'s data; ``initializer``: index among the main graph's initializers."""
         raise NotImplementedError
 
+    def moves(self, tensor: Tensor, initializer: int | None) -> bool:
+        """True when a tensor whose data sits in its proto must be written elsewhere."""
+        return False
+
 
 class EmbedSink(TensorSink):
     """Every tensor's bytes inside the proto (the in-memory ModelProto)."""
@@ -476,11 +480,29 @@ class EmbedSink(TensorSink):
         out.raw_data = buffer.getvalue()
 
 
+_DATA_FIELDS = (
+    "raw_data",
+    "float_data",
+    "int32_data",
+    "string_data",
+    "int64_data",
+    "double_data",
+    "uint64_data",
+    "external_data",
+    "data_location",
+)
+
+
 def _tensor_to_proto(
     tensor: Tensor, out: TensorProto, name: str | None, sink: TensorSink, initializer: int | None
 ) -> None:
-    if tensor.proto is not None:
+    if tensor.proto is not None and not sink.moves(tensor, initializer):
         out.CopyFrom(tensor.proto)
+    elif tensor.proto is not None:  # its data goes elsewhere: keep the rest of the proto
+        out.CopyFrom(tensor.proto)
+        for data_field in _DATA_FIELDS:
+            out.ClearField(data_field)
+        sink.place(tensor, out, initializer=initializer)
     else:
         if tensor.meta is not None:
             out.CopyFrom(tensor.meta)

@@ -27,6 +27,8 @@ _LEN = 2
 _MODEL_GRAPH = 7
 _GRAPH_INITIALIZER = 5
 _TENSOR_RAW_DATA = 9
+SPLIT_MIN_TENSOR = 1024
+"""Initializers smaller than this stay in the skeleton: scanning them costs more than it saves."""
 
 
 class WireError(ValueError):
@@ -118,6 +120,9 @@ def split_weights(buf: memoryview) -> tuple[bytes, list[tuple[int, int] | None]]
     for f in _fields(buf, graph.data, graph.end):
         if f.number != _GRAPH_INITIALIZER:
             continue
+        if f.end - f.data < SPLIT_MIN_TENSOR:
+            spans.append(None)
+            continue
         raws = [t for t in _fields(buf, f.data, f.end) if t.number == _TENSOR_RAW_DATA]
         if not raws:
             spans.append(None)
@@ -159,13 +164,20 @@ def write_model(
     graph_rest: bytes,
     initializers: Sequence[tuple[bytes, WeightSource | None]],
 ) -> None:
-    """Stream a ModelProto: the model's other fields, then the graph with its initializers,
-    each followed by its raw_data field when it has a WeightSource."""
+    """Stream a ModelProto: the model's other fields, then the graph with its initializers.
+
+    Each item is a TensorProto followed by its raw_data from a WeightSource, or, with no
+    WeightSource, initializer fields already encoded (a run of tensors with their data inside).
+    """
     init_fields = []
     graph_len = len(graph_rest)
     for tensor_bytes, weight in initializers:
-        raw_header = b"" if weight is None else field_header(_TENSOR_RAW_DATA, weight.length)
-        body_len = len(tensor_bytes) + len(raw_header) + (0 if weight is None else weight.length)
+        if weight is None:
+            init_fields.append((b"", tensor_bytes, b"", None))
+            graph_len += len(tensor_bytes)
+            continue
+        raw_header = field_header(_TENSOR_RAW_DATA, weight.length)
+        body_len = len(tensor_bytes) + len(raw_header) + weight.length
         header = field_header(_GRAPH_INITIALIZER, body_len)
         init_fields.append((header, tensor_bytes, raw_header, weight))
         graph_len += len(header) + body_len
