@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -11,3 +12,19 @@ from suites import LIGHT_MODELS
 @pytest.fixture(params=LIGHT_MODELS, ids=[p.stem for p in LIGHT_MODELS])
 def light_model(request: pytest.FixtureRequest) -> Path:
     return request.param
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Every skip is explained: one line per reason with its count (reasons cut at the first
+    colon, so per-case details group together)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    reasons: Counter[str] = Counter()
+    for report in skipped:
+        longrepr = report.longrepr
+        text = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reasons[text.removeprefix("Skipped: ").split(":")[0].strip()[:120]] += 1
+    terminalreporter.section("skip reasons")
+    for reason, count in reasons.most_common():
+        terminalreporter.write_line(f"{count:5d}  {reason}")
