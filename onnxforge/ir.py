@@ -33,7 +33,7 @@ import enum
 import heapq
 import logging
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -773,8 +773,3 @@ def _claim_name(value: Value, names: dict[str, Value], where: str, found: list[s
             f"{where}: the name {value.name!r} is defined twice: by {_definer(other)} "
             f"and by {_definer(value)}"
         )
-
-
-def iter_values(values: Iterable[Value | None]) -> Iterator[Value]:
-    """The non-omitted values of an input or output list."""
-    return (v for v in values if v is not None)
