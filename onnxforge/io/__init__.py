@@ -112,27 +112,21 @@ class _SaveSink(TensorSink):
         self.location = location
         self.threshold = threshold
         self.spliced: dict[int, WeightSource] = {}
-        self.embedded_bytes = 0
 
     def place(self, tensor: Tensor, out: onnx.TensorProto, *, initializer: int | None) -> None:
         source = raw_source(tensor)
         if source is None:  # strings cannot be raw
             EmbedSink().place(tensor, out, initializer=initializer)
             return
-        if (
-            self.external is not None
-            and initializer is not None
-            and source.length >= self.threshold
-        ):
+        if self.moves(tensor, initializer):
             self._write_external(source, out)
         elif initializer is not None:
             self.spliced[initializer] = source
-            self.embedded_bytes += source.length
         else:
             EmbedSink().place(tensor, out, initializer=initializer)
-            self.embedded_bytes += source.length
 
     def moves(self, tensor: Tensor, initializer: int | None) -> bool:
+        """Main-graph weights of at least the threshold go to the external-data file."""
         return (
             self.external is not None
             and initializer is not None

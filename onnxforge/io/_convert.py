@@ -399,32 +399,25 @@ def _seal(nodes: list[Any]) -> None:
             node._source = _ValueSource(node.type, node.doc_string, list(node.metadata_props))
 
 
-_KIND_FIELDS = (
-    ("f", _A.FLOAT),
-    ("i", _A.INT),
-    ("s", _A.STRING),
-    ("t", _A.TENSOR),
-    ("g", _A.GRAPH),
-    ("sparse_tensor", _A.SPARSE_TENSOR),
-    ("tp", _A.TYPE_PROTO),
+_KINDS = (  # (field, kind) of one value, and (field, kind) of a list of them
+    (("f", _A.FLOAT), ("floats", _A.FLOATS)),
+    (("i", _A.INT), ("ints", _A.INTS)),
+    (("s", _A.STRING), ("strings", _A.STRINGS)),
+    (("t", _A.TENSOR), ("tensors", _A.TENSORS)),
+    (("g", _A.GRAPH), ("graphs", _A.GRAPHS)),
+    (("sparse_tensor", _A.SPARSE_TENSOR), ("sparse_tensors", _A.SPARSE_TENSORS)),
+    (("tp", _A.TYPE_PROTO), ("type_protos", _A.TYPE_PROTOS)),
 )
-_KIND_LISTS = (
-    ("floats", _A.FLOATS),
-    ("ints", _A.INTS),
-    ("strings", _A.STRINGS),
-    ("tensors", _A.TENSORS),
-    ("graphs", _A.GRAPHS),
-    ("sparse_tensors", _A.SPARSE_TENSORS),
-    ("type_protos", _A.TYPE_PROTOS),
-)
+_LIST_OF: dict[int, int] = {one[1]: many[1] for one, many in _KINDS}
+_LIST_KINDS = set(_LIST_OF.values())
 
 
 def _kind_of_fields(a: AttributeProto) -> int:
     """The kind of an attribute from IR versions before `type` existed."""
-    for name, kind in _KIND_FIELDS:
+    for (name, kind), _ in _KINDS:
         if a.HasField(name):
             return kind
-    for name, kind in _KIND_LISTS:
+    for _, (name, kind) in _KINDS:
         if len(getattr(a, name)):
             return kind
     return _A.UNDEFINED
@@ -496,13 +489,12 @@ _DATA_FIELDS = (
 def _tensor_to_proto(
     tensor: Tensor, out: TensorProto, name: str | None, sink: TensorSink, initializer: int | None
 ) -> None:
-    if tensor.proto is not None and not sink.moves(tensor, initializer):
+    if tensor.proto is not None:
         out.CopyFrom(tensor.proto)
-    elif tensor.proto is not None:  # its data goes elsewhere: keep the rest of the proto
-        out.CopyFrom(tensor.proto)
-        for data_field in _DATA_FIELDS:
-            out.ClearField(data_field)
-        sink.place(tensor, out, initializer=initializer)
+        if sink.moves(tensor, initializer):  # its data goes elsewhere: keep the rest
+            for data_field in _DATA_FIELDS:
+                out.ClearField(data_field)
+            sink.place(tensor, out, initializer=initializer)
     else:
         if tensor.meta is not None:
             out.CopyFrom(tensor.meta)
@@ -558,28 +550,8 @@ def _kind_of_value(value: Any) -> int:
         single = _kind_of_value(value[0])
         if single == _A.INT and any(isinstance(v, float) for v in value):
             return _A.FLOATS
-        lists: dict[int, int] = {
-            _A.INT: _A.INTS,
-            _A.FLOAT: _A.FLOATS,
-            _A.STRING: _A.STRINGS,
-            _A.TENSOR: _A.TENSORS,
-            _A.GRAPH: _A.GRAPHS,
-            _A.SPARSE_TENSOR: _A.SPARSE_TENSORS,
-            _A.TYPE_PROTO: _A.TYPE_PROTOS,
-        }
-        return lists[single]
+        return _LIST_OF[single]
     raise OnnxForgeError(f"attribute value {value!r} has no ONNX attribute type")
-
-
-_LIST_KINDS = {
-    _A.FLOATS,
-    _A.INTS,
-    _A.STRINGS,
-    _A.TENSORS,
-    _A.GRAPHS,
-    _A.SPARSE_TENSORS,
-    _A.TYPE_PROTOS,
-}
 
 
 def _fits(value: Any, kind: int) -> bool:

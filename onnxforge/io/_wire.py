@@ -169,7 +169,7 @@ def write_model(
     Each item is a TensorProto followed by its raw_data from a WeightSource, or, with no
     WeightSource, initializer fields already encoded (a run of tensors with their data inside).
     """
-    init_fields = []
+    init_fields: list[tuple[bytes, bytes, bytes, WeightSource | None]] = []
     graph_len = len(graph_rest)
     for tensor_bytes, weight in initializers:
         if weight is None:
