@@ -1,5 +1,16 @@
-"""Static shape inference (onnxforge.shape_infer)."""
+"""Static shape inference (onnxforge.shape_infer): exact broadcasting, every Sub and Split
+version, symbolic dims, and onnx's per-node inference for ops without an own rule."""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+__all__ = [
+    "Assumption",
+    "InferError",
+    "InferReport",
+    "broadcast_shape",
+    "infer",
+]
+
+from onnxforge.shape_infer import rules  # noqa: F401  (registers the rules)
+from onnxforge.shape_infer.broadcast import broadcast_shape
+from onnxforge.shape_infer.engine import Assumption, InferError, InferReport, infer

@@ -7,8 +7,12 @@ __all__ = [
     "PROTOBUF_LIMIT",
     "from_proto",
     "load",
+    "node_to_proto",
     "save",
+    "tensor_to_proto",
     "to_proto",
+    "type_from_proto",
+    "type_to_proto",
 ]
 
 import contextlib
@@ -24,11 +28,20 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from onnxforge.errors import ModelReadError, OnnxForgeError
-from onnxforge.io._convert import EmbedSink, TensorSink, model_from_proto, model_to_proto
+from onnxforge.io._convert import (
+    EmbedSink,
+    TensorSink,
+    _tensor_to_proto,
+    _Writer,
+    model_from_proto,
+    model_to_proto,
+    type_from_proto,
+    type_to_proto,
+)
 from onnxforge.io._files import Span, open_model_file
 from onnxforge.io._tensors import raw_source
 from onnxforge.io._wire import WeightSource, WireError, split_weights, write_model
-from onnxforge.ir import DType, Model, Tensor
+from onnxforge.ir import DType, Model, Op, Tensor
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +114,20 @@ def from_proto(proto: onnx.ModelProto) -> Model:
 def to_proto(model: Model) -> onnx.ModelProto:
     """An in-memory ModelProto with every tensor's bytes embedded (copies the weights)."""
     return model_to_proto(model, EmbedSink())
+
+
+def node_to_proto(op: Op) -> onnx.NodeProto:
+    """One op as a NodeProto, attributes and subgraphs embedded (for onnx's per-node helpers)."""
+    node = onnx.NodeProto()
+    _Writer(EmbedSink()).node(op, node)
+    return node
+
+
+def tensor_to_proto(tensor: Tensor, name: str = "") -> onnx.TensorProto:
+    """A TensorProto with the data embedded."""
+    out = onnx.TensorProto()
+    _tensor_to_proto(tensor, out, name, EmbedSink(), None)
+    return out
 
 
 class _SaveSink(TensorSink):

@@ -1,0 +1,81 @@
+"""Fallback for ops without an own rule: onnx's per-node inference (the schema's C++ function).
+
+Our dims go in as they are (a symbolic dim is a ``dim_param`` string, so ``N+M`` survives ops
+that copy dims); constant and fully known integer inputs go in as data, so Reshape-like ops
+without an own rule still see their shape input.
+"""
+
+from __future__ import annotations
+
+__all__ = ["infer_node"]
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import onnx
+import onnx.shape_inference
+from onnx import defs
+
+from onnxforge.errors import ShapeError
+from onnxforge.io import node_to_proto, tensor_to_proto, type_from_proto, type_to_proto
+from onnxforge.ir import OpaqueType, Op, Tensor, TensorType
+
+if TYPE_CHECKING:
+    from onnxforge.shape_infer.engine import InferContext
+
+MAX_DATA_ELEMENTS = 1 << 16
+"""Constant inputs up to this size are handed to onnx as data."""
+
+
+def infer_node(
+    op: Op, in_types: Sequence[TensorType | OpaqueType | None], ctx: InferContext
+) -> list[TensorType | OpaqueType | None]:
+    schema = defs.get_schema(op.op_type, ctx.opset, op.domain)
+    node = node_to_proto(op)
+    types: dict[str, onnx.TypeProto] = {}
+    data: dict[str, onnx.TensorProto] = {}
+    for index, (name, t) in enumerate(zip(node.input, in_types, strict=False)):
+        if not name:
+            continue
+        if t is None:
+            return [None] * len(node.output)  # onnx needs every input's type
+        proto = onnx.TypeProto()
+        type_to_proto(t, proto)
+        types[name] = proto
+        array = _data(ctx, index)
+        if array is not None:
+            data[name] = tensor_to_proto(Tensor.from_numpy(array), name)
+    opsets = [onnx.helper.make_opsetid(d, v) for d, v in ctx.scope.opsets.items()]
+    try:
+        out = onnx.shape_inference.infer_node_outputs(schema, node, types, data, {}, opsets)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as e:
+        raise ShapeError(_clean(str(e))) from None
+    return [_type(out.get(name)) for name in node.output]
+
+
+def _type(proto: onnx.TypeProto | None) -> TensorType | OpaqueType | None:
+    if proto is None or proto.WhichOneof("value") is None:
+        return None  # onnx inferred nothing
+    return type_from_proto(proto)
+
+
+def _data(ctx: InferContext, index: int) -> np.ndarray | None:
+    array = ctx.const(index)
+    if array is not None:
+        return array if array.size <= MAX_DATA_ELEMENTS else None
+    known = ctx.value(index)
+    value = ctx.input(index)
+    if known is None or value is None or not all(isinstance(d, int) for d in known):
+        return None
+    t = value.type
+    if not isinstance(t, TensorType) or t.shape is None:
+        return None
+    dtype = np.dtype(np.int32) if t.dtype == onnx.TensorProto.INT32 else np.dtype(np.int64)
+    return np.array(known, dtype=dtype).reshape(() if t.shape == () else (len(known),))
+
+
+def _clean(message: str) -> str:
+    """onnx's messages start with '[ShapeInferenceError] (op_type:X, node name: y): '."""
+    head, sep, tail = message.partition("): ")
+    return tail if sep and head.startswith("[") else message

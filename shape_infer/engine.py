@@ -1,0 +1,443 @@
+"""The inference engine: walks graphs in topological order and gives every value a type.
+
+Each op is handled by, in order: a local function (inferred by binding its body to the call's
+input types), our own shape rule for the op's schema version (``@shape_rule``), onnx's per-node
+inference (``_onnx_fallback``), or, for custom domains, unknown outputs and a note. Small integer
+tensors that describe shapes are propagated element by element (``@value_rule``), symbols
+included, so ``Reshape(x, Concat(Gather(Shape(x), 0), [-1]))`` gets ``[N, 12]``.
+
+Errors do not stop the walk: each is recorded with node, op version, input types and reason, the
+outputs stay unknown, and the report lists all of them at once.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "VALUE_RULES",
+    "Assumption",
+    "InferContext",
+    "InferError",
+    "InferReport",
+    "Known",
+    "ShapeRule",
+    "ValueRule",
+    "infer",
+    "shape_rule",
+    "value_rule",
+]
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from onnxforge import ir
+from onnxforge import opset as schemas
+from onnxforge.errors import OnnxForgeError, ShapeError
+from onnxforge.ir import Dim, Graph, Model, OpaqueType, Op, Tensor, TensorType, Value
+from onnxforge.registry import OpRegistry
+from onnxforge.shape_infer.broadcast import format_shape
+from onnxforge.shape_infer.symbolic import UNKNOWN_PREFIX, is_unknown_symbol, same_dim
+
+logger = logging.getLogger(__name__)
+
+Type = TensorType | OpaqueType
+ShapeRule = Callable[[Op, Sequence["TensorType | None"], "InferContext"], "list[Type | None]"]
+Known = tuple[Dim, ...]
+"""The elements of a small integer tensor (rank 0 or 1), each an int, a symbol or None."""
+ValueRule = Callable[[Op, "InferContext"], "list[Known | None]"]
+
+SHAPE_RULES: OpRegistry[ShapeRule] = OpRegistry("shape rule")
+VALUE_RULES: OpRegistry[ValueRule] = OpRegistry("value rule")
+MAX_KNOWN_ELEMENTS = 1024
+"""Integer tensors up to this size are propagated element by element."""
+MAX_FUNCTION_DEPTH = 64
+
+
+def shape_rule(
+    op_types: str | Iterable[str], versions: Iterable[int], *, domain: str = ""
+) -> Callable[[ShapeRule], ShapeRule]:
+    """Register a shape rule for the listed schema versions (``since_version``s)."""
+    return SHAPE_RULES.register(op_types, versions, domain=domain)
+
+
+def value_rule(
+    op_types: str | Iterable[str], versions: Iterable[int], *, domain: str = ""
+) -> Callable[[ValueRule], ValueRule]:
+    """Register an element-wise propagation rule for small integer tensors."""
+    return VALUE_RULES.register(op_types, versions, domain=domain)
+
+
+@dataclass(frozen=True)
+class InferError:
+    """One inconsistency: where it is, which op version, what came in, why it is wrong."""
+
+    where: str
+    node: str
+    op: str
+    inputs: tuple[str, ...]
+    reason: str
+    internal: bool = False
+
+    def __str__(self) -> str:
+        ins = ", ".join(self.inputs)
+        return f"{self.where}node {self.node!r} ({self.op}) inputs ({ins}): {self.reason}"
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """Two dims taken as equal because the op requires it (Sub of [N,3] and [M,3])."""
+
+    a: Dim
+    b: Dim
+    node: str
+    op: str
+
+    def __str__(self) -> str:
+        return f"{self.a} == {self.b} (node {self.node!r}, {self.op})"
+
+
+@dataclass
+class InferReport:
+    """What inference found: errors, assumptions, notes and how many values got a type."""
+
+    errors: list[InferError] = field(default_factory=list)
+    assumptions: list[Assumption] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    values: int = 0
+    typed: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "errors": [
+                {
+                    "where": e.where.rstrip(": "),
+                    "node": e.node,
+                    "op": e.op,
+                    "inputs": list(e.inputs),
+                    "reason": e.reason,
+                }
+                for e in self.errors
+            ],
+            "assumptions": [
+                {"a": a.a, "b": a.b, "node": a.node, "op": a.op} for a in self.assumptions
+            ],
+            "notes": list(self.notes),
+        }
+
+
+class InferContext:
+    """What a rule may ask about the op it infers: constants, known elements, fresh dims."""
+
+    def __init__(self, engine: _Engine, scope: _Scope, op: Op, version: int) -> None:
+        self.engine = engine
+        self.scope = scope
+        self.op = op
+        self.version = version
+        self.inputs = scope.graph.inputs_of(op)
+
+    @property
+    def opset(self) -> int:
+        return self.scope.opsets.get(self.op.domain or "", 0)
+
+    def input(self, index: int) -> Value | None:
+        return self.inputs[index] if index < len(self.inputs) else None
+
+    def attr(self, name: str) -> Any:
+        """The attribute's value, or its schema default."""
+        value = self.op.attr(name)
+        if value is None and schemas.has_schema(self.op.op_type, self.op.domain):
+            value = schemas.attribute_default(self.op.op_type, self.opset, name, self.op.domain)
+        return value
+
+    def const(self, index: int) -> np.ndarray | None:
+        """Input ``index`` as an array when it is constant (initializer, Constant), else None."""
+        value = self.input(index)
+        return None if value is None else self.engine.const_of(value)
+
+    def value(self, index: int) -> Known | None:
+        """The elements of a small integer input, symbols included, when they are known."""
+        value = self.input(index)
+        return None if value is None else self.engine.known_of(value)
+
+    def new_dim(self) -> str:
+        return self.engine.new_dim()
+
+    def assume(self, a: Dim, b: Dim) -> None:
+        self.engine.report.assumptions.append(
+            Assumption(a, b, self.op.name, f"{self.op.op_type}-{self.version}")
+        )
+
+    def infer_subgraph(self, graph: Graph, input_types: Sequence[Type | None]) -> list[Type | None]:
+        """Infer a body (If/Loop/Scan) with these input types; the types of its outputs."""
+        return self.engine.infer_body(graph, self.scope, input_types)
+
+
+@dataclass
+class _Scope:
+    """A graph being inferred, with the opsets in force and where to write types."""
+
+    graph: Graph
+    opsets: dict[str, int]
+    where: str
+    types: dict[Value, Type | None]
+    parent: _Scope | None = None
+    depth: int = 0
+
+    def type_of(self, value: Value) -> Type | None:
+        scope: _Scope | None = self
+        while scope is not None:
+            if value in scope.types:
+                return scope.types[value]
+            scope = scope.parent
+        return value.type
+
+
+class _Engine:
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        self.report = InferReport()
+        self.consts: dict[Value, np.ndarray] = {}
+        self.known: dict[Value, Known] = {}
+        self.functions = {f.key: f for f in model.functions}
+        self.taken: set[str] = set()
+        for graph in model.graphs():
+            for value in graph.values():
+                if isinstance(value.type, TensorType) and value.type.shape:
+                    self.taken.update(d for d in value.type.shape if isinstance(d, str))
+        self.counter = 0
+
+    # -- facts about values ----------------------------------------------------------------
+    def new_dim(self) -> str:
+        while True:
+            name = f"{UNKNOWN_PREFIX}{self.counter}"
+            self.counter += 1
+            if name not in self.taken:
+                return name
+
+    def const_of(self, value: Value) -> np.ndarray | None:
+        if value in self.consts:
+            return self.consts[value]
+        if isinstance(value.const, Tensor):
+            array = value.const.numpy()
+            self.consts[value] = array
+            return array
+        return None
+
+    def known_of(self, value: Value) -> Known | None:
+        if value in self.known:
+            return self.known[value]
+        array = self.const_of(value)
+        if (
+            array is not None
+            and array.ndim <= 1
+            and array.size <= MAX_KNOWN_ELEMENTS
+            and array.dtype.kind in "iu"
+        ):
+            return tuple(int(x) for x in array.reshape(-1))
+        return None
+
+    # -- walking ---------------------------------------------------------------------------
+    def infer_graph(self, scope: _Scope) -> None:
+        graph = scope.graph
+        for value in graph.initializers:
+            if value.const is not None and value not in scope.types:
+                declared = value.type if isinstance(value.type, TensorType) else None
+                scope.types[value] = declared or TensorType(value.const.dtype, value.const.shape)
+        for op in graph.topo_order():
+            self.infer_op(scope, op)
+
+    def infer_body(
+        self, graph: Graph, outer: _Scope, input_types: Sequence[Type | None]
+    ) -> list[Type | None]:
+        if outer.depth >= MAX_FUNCTION_DEPTH:
+            raise ShapeError(f"subgraphs nested deeper than {MAX_FUNCTION_DEPTH} levels")
+        where = f"{outer.where}{graph.name or 'subgraph'}: "
+        scope = _Scope(graph, outer.opsets, where, outer.types, outer, outer.depth + 1)
+        for value, t in zip(graph.inputs, input_types, strict=False):
+            declared = value.type
+            scope.types[value] = _merge(declared, t, None) if t is not None else declared
+        self.infer_graph(scope)
+        return [scope.type_of(v) for v in graph.outputs]
+
+    def infer_op(self, scope: _Scope, op: Op) -> None:
+        graph = scope.graph
+        inputs = graph.inputs_of(op)
+        outputs = graph.outputs_of(op)
+        in_types = [None if v is None else scope.type_of(v) for v in inputs]
+        domain = "" if op.domain == "ai.onnx" else op.domain
+        version = 0
+        try:
+            function = self.functions.get((op.domain, op.op_type, op.overload))
+            if function is not None:
+                label = f"{op.op_type} (local function)"
+                results = self.infer_call(scope, op, function, in_types)
+            else:
+                if domain not in scope.opsets:
+                    raise ShapeError(f"the model imports no opset for domain {domain!r}")
+                opset = scope.opsets[domain]
+                if not schemas.has_schema(op.op_type, domain):
+                    self.report.notes.append(
+                        f"{scope.where}node {op.name!r}: custom op {domain}::{op.op_type} "
+                        "passed over (outputs unknown)"
+                    )
+                    return
+                version = schemas.since_version(op.op_type, opset, domain)
+                label = f"{op.op_type}-{version}"
+                ctx = InferContext(self, scope, op, version)
+                results = self.run_rule(op, ctx, in_types, opset, domain)
+                value_fn = VALUE_RULES.find(op.op_type, opset, domain)
+                if value_fn is not None:
+                    for value, known in zip(outputs, value_fn(op, ctx), strict=False):
+                        if value is not None and known is not None:
+                            self.known[value] = known
+        except OnnxForgeError as e:
+            self.error(scope, op, version, in_types, str(e))
+            return
+        except Exception as e:  # a rule's bug must not hide the other errors
+            logger.debug("shape rule failed", exc_info=True)
+            self.error(scope, op, version, in_types, f"{type(e).__name__}: {e}", internal=True)
+            return
+        for value, result in zip(outputs, results, strict=False):
+            if value is None:
+                continue
+            declared = scope.type_of(value)
+            try:
+                scope.types[value] = _merge(declared, self.name_unknowns(result), value)
+            except ShapeError as e:
+                self.error(scope, op, version, in_types, str(e), label=label)
+
+    def run_rule(
+        self, op: Op, ctx: InferContext, in_types: list[Type | None], opset: int, domain: str
+    ) -> list[Type | None]:
+        if any(isinstance(v, ir.AttrRef) for v in op.attrs.values()):
+            return [None] * len(ctx.scope.graph.outputs_of(op))
+        rule = SHAPE_RULES.find(op.op_type, opset, domain)
+        if rule is not None:
+            tensors = [t if isinstance(t, TensorType) else None for t in in_types]
+            return rule(op, tensors, ctx)
+        from onnxforge.shape_infer import _onnx_fallback  # noqa: PLC0415  (imports onnx)
+
+        return _onnx_fallback.infer_node(op, in_types, ctx)
+
+    def infer_call(
+        self, scope: _Scope, op: Op, function: ir.Function, in_types: list[Type | None]
+    ) -> list[Type | None]:
+        if scope.depth >= MAX_FUNCTION_DEPTH:
+            raise ShapeError(f"local functions call each other deeper than {MAX_FUNCTION_DEPTH}")
+        opsets = dict(function.opset_imports) or dict(scope.opsets)
+        body = _Scope(function.graph, opsets, f"{scope.where}{op.op_type}: ", {}, None,
+                      scope.depth + 1)
+        for value, t in zip(function.graph.inputs, in_types, strict=False):
+            body.types[value] = t
+        if function.attributes and any(
+            isinstance(o.attrs.get(k), ir.AttrRef) for o in function.graph.ops for k in o.attrs
+        ):
+            # Attribute references are bound per call; inferring the body needs them resolved.
+            return [None] * len(scope.graph.outputs_of(op))
+        self.infer_graph(body)
+        return [body.type_of(v) for v in function.graph.outputs]
+
+    def name_unknowns(self, t: Type | None) -> Type | None:
+        if isinstance(t, TensorType) and t.shape is not None and None in t.shape:
+            return TensorType(t.dtype, tuple(self.new_dim() if d is None else d for d in t.shape))
+        return t
+
+    def error(
+        self,
+        scope: _Scope,
+        op: Op,
+        version: int,
+        in_types: list[Type | None],
+        reason: str,
+        *,
+        internal: bool = False,
+        label: str | None = None,
+    ) -> None:
+        self.report.errors.append(
+            InferError(
+                scope.where,
+                op.name,
+                label or (f"{op.op_type}-{version}" if version else op.op_type),
+                tuple("none" if t is None else str(t) for t in in_types),
+                reason,
+                internal,
+            )
+        )
+
+
+def _merge(declared: Type | None, inferred: Type | None, value: Value | None) -> Type | None:
+    """Combine a declared type (value_info, graph output) with an inferred one.
+
+    A static dim beats a symbol, a symbol beats an unknown; a contradiction (dtype, rank or two
+    static dims) is a ShapeError.
+    """
+    if inferred is None or isinstance(inferred, OpaqueType):
+        return declared if declared is not None else inferred
+    if not isinstance(declared, TensorType):
+        return inferred
+    name = f"{value.name!r}: " if value is not None else ""
+    if declared.dtype and inferred.dtype and declared.dtype != inferred.dtype:
+        raise ShapeError(
+            f"{name}declared {declared}, inferred {inferred} (element types differ)"
+        )
+    dtype = inferred.dtype or declared.dtype
+    if declared.shape is None:
+        return TensorType(dtype, inferred.shape)
+    if inferred.shape is None:
+        return TensorType(dtype, declared.shape)
+    if len(declared.shape) != len(inferred.shape):
+        raise ShapeError(f"{name}declared {declared}, inferred {inferred} (ranks differ)")
+    dims: list[Dim] = []
+    for i, (d, n) in enumerate(zip(declared.shape, inferred.shape, strict=True)):
+        if isinstance(d, int) and isinstance(n, int) and d != n:
+            raise ShapeError(
+                f"{name}declared {format_shape(declared.shape)}, inferred "
+                f"{format_shape(inferred.shape)} (dim {i}: {d} != {n})"
+            )
+        if isinstance(d, int) or (is_unknown_symbol(n) and d is not None):
+            dims.append(d)
+        else:
+            dims.append(n)
+    return TensorType(dtype, tuple(dims))
+
+
+def infer(model: Model, *, strict: bool = False) -> InferReport:
+    """Give every value of ``model`` a type, in place; the report lists errors and assumptions.
+
+    ``strict``: raise a ShapeError listing every error instead of returning them.
+    """
+    ir.verify(model)
+    engine = _Engine(model)
+    types: dict[Value, Type | None] = {}
+    scope = _Scope(model.graph, dict(model.opset_imports), "", types)
+    if "ai.onnx" in scope.opsets:
+        scope.opsets.setdefault("", scope.opsets["ai.onnx"])
+    engine.infer_graph(scope)
+    report = engine.report
+    for value, t in types.items():
+        # Initializers keep their own type; value_info is written only where it says something.
+        if t is not None and (value.const is None or value.type is not None):
+            value.type = t
+    for graph in ir_graphs(model):
+        for value in graph.values():
+            report.values += 1
+            if isinstance(value.type, TensorType) and value.type.shape is not None:
+                report.typed += 1
+    if strict and report.errors:
+        raise ShapeError("\n".join(map(str, report.errors)))
+    return report
+
+
+def ir_graphs(model: Model) -> Iterable[Graph]:
+    return model.graphs(functions=False)
+
+
+def same_shape(a: Sequence[Dim], b: Sequence[Dim]) -> bool:
+    return len(a) == len(b) and all(same_dim(x, y) for x, y in zip(a, b, strict=True))

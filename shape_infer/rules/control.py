@@ -1,0 +1,5 @@
+"""Shape rules: control."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

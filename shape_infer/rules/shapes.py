@@ -1,0 +1,5 @@
+"""Shape rules: shapes."""
+
+from __future__ import annotations
+
+__all__: list[str] = []
