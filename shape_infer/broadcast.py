@@ -3,18 +3,25 @@
 - ``numpy``: ONNX multidirectional broadcasting (Add/Sub/... from opset 7) and OpenVINO
   ``auto_broadcast="numpy"``.
 - ``legacy``: ONNX Add/Sub/Mul/Div/Pow-1 and -6 with ``broadcast=1``, with the semantics of
-  Caffe2's ComputeLegacyBroadcastSizes (those ops come from Caffe2): a one-element B always fits;
-  otherwise rank(B) <= rank(A), B is placed on A's dims from ``axis`` (None or -1: suffix
-  alignment), B's leading and trailing 1s broadcast and every dim between them equals A's. The
-  output has A's shape. ``broadcast=0`` is the ``none`` rule.
+  Caffe2's ComputeLegacyBroadcastSizes (those ops come from Caffe2): a one-element B always fits,
+  whatever its rank; otherwise rank(B) <= rank(A), B is placed on A's dims from ``axis`` (None or
+  -1: suffix alignment; any other value must lie in [0, rank(A)-rank(B)]), B's leading and
+  trailing 1s broadcast and every dim between them equals A's, 1s included ("1-dim expansion
+  doesn't work yet"). The output has A's shape. ``broadcast=0`` is the ``none`` rule.
 - ``none``: equal shapes (OpenVINO ``auto_broadcast="none"``, ONNX legacy ``broadcast=0``).
-- ``pdpd``: OpenVINO's PaddlePaddle rule, as ``PartialShape::broadcast_merge_into`` implements it:
-  B onto A from ``axis`` (-1: rank(A)-rank(B)), B's trailing 1s ignored, every other dim of B equal
-  to A's or 1; the output has A's shape.
+- ``pdpd``: OpenVINO's PaddlePaddle rule, as ``PartialShape::broadcast_merge_into`` implements it
+  for shape inference: rank(B) <= rank(A), ``axis`` >= -1 (-1: rank(A)-rank(B)), and all of B,
+  trailing 1s included, placed on A's dims from ``axis`` must lie inside A. Each dim of B is no
+  larger than A's and equal to it or 1, or A's dim is 1 (then B's, which is 0 or 1, wins); the
+  output is A's shape merged with B's dims. OpenVINO's reference kernel trims B's trailing 1s
+  before placing B, its shape inference does not: we follow the shape inference, so B=[3,1] does
+  not fit A=[2,3] at axis 1.
 
-Dims are ints, symbol names (``N``, ``N+1``) or None. Two different symbols that must be equal are
-taken as equal and reported through ``on_assume``; a static mismatch is a ShapeError naming both
-shapes, the rule and the first dim that does not fit.
+Dims are ints, symbol names (``N``, ``N+1``) or None. Only static dims can contradict each other:
+a static mismatch is a ShapeError naming both shapes, the rule and the first dim that does not
+fit. Two dims that must be equal but are not provably so (``N`` and ``M``, ``N`` and 3 when ``N``
+cannot be the broadcast 1) are taken as equal and reported through ``on_assume``, once per pair
+and only when the broadcast succeeds; None and the engine's ``unk__`` names are never reported.
 """
 
 from __future__ import annotations
@@ -23,9 +30,10 @@ __all__ = ["RULES", "broadcast_shape", "format_shape"]
 
 from collections.abc import Callable, Sequence
 
+from onnxforge.shape_infer.symbolic import is_unknown_symbol, same_dim
+
 from onnxforge.errors import ShapeError
 from onnxforge.ir import Dim, Shape
-from onnxforge.shape_infer.symbolic import is_unknown_symbol, same_dim
 
 RULES = ("numpy", "legacy", "none", "pdpd")
 
@@ -33,14 +41,23 @@ Assume = Callable[[Dim, Dim], None]
 
 
 def format_shape(shape: Sequence[Dim] | None) -> str:
+    """``[N,3,?]``: a shape as messages print it; None (unknown rank) is ``[?]``."""
     if shape is None:
         return "[?]"
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
+def _named(dim: Dim) -> bool:
+    """A symbol worth an assumption: not static, not None, not a fresh ``unk__`` name."""
+    return isinstance(dim, str) and not is_unknown_symbol(dim)
+
+
 class _Broadcast:
-    def __init__(self, a: Shape, b: Shape, rule: str, on_assume: Assume | None) -> None:
-        self.a, self.b, self.rule, self.on_assume = a, b, rule, on_assume
+    """One broadcast of A and B; assumptions wait in ``assumed`` until the result is known."""
+
+    def __init__(self, a: Shape, b: Shape, rule: str) -> None:
+        self.a, self.b, self.rule = a, b, rule
+        self.assumed: list[tuple[Dim, Dim]] = []
 
     def fail(self, reason: str) -> ShapeError:
         return ShapeError(
@@ -50,6 +67,10 @@ class _Broadcast:
 
     def mismatch(self, i: int, j: int) -> ShapeError:
         return self.fail(f"dim {i} of A ({self.a[i]}) does not fit dim {j} of B ({self.b[j]})")
+
+    def assume(self, x: Dim, y: Dim) -> None:
+        if (x, y) not in self.assumed:
+            self.assumed.append((x, y))
 
     def equal(self, i: int, j: int) -> Dim:
         """The dim when A[i] and B[j] must be equal; static wins over symbolic."""
@@ -62,8 +83,7 @@ class _Broadcast:
             return y
         if is_unknown_symbol(y):
             return x
-        if self.on_assume is not None:
-            self.on_assume(x, y)
+        self.assume(x, y)
         return y if isinstance(y, int) else x
 
     def numpy_dim(self, i: int, j: int) -> Dim:
@@ -82,8 +102,7 @@ class _Broadcast:
             return y
         if is_unknown_symbol(x) or is_unknown_symbol(y):
             return None  # either may be 1: nothing sound to say
-        if self.on_assume is not None:
-            self.on_assume(x, y)
+        self.assume(x, y)
         return x
 
     def numpy(self) -> Shape:
@@ -106,23 +125,53 @@ class _Broadcast:
         return tuple(self.equal(i, i) for i in range(len(self.a)))
 
     def legacy(self, axis: int | None) -> Shape:
+        """Caffe2's rule. Only static dims other than 1 are surely B's own: a symbol or None may
+        be a 1 that Caffe2 trims, so the dims that must equal A's run from B's first to its last
+        static non-1 dim, and a B without such dims may be one element, which always fits."""
         a, b = self.a, self.b
-        if all(d == 1 for d in b):
-            return a  # a one-element B always fits
-        if len(b) > len(a):
-            raise self.fail(f"rank of B ({len(b)}) exceeds rank of A ({len(a)})")
+        core = [j for j, d in enumerate(b) if isinstance(d, int) and d != 1]
+        fits_rank = len(b) <= len(a)
         if axis is None or axis == -1:
             axis = len(a) - len(b)
+        if not core:
+            if not (fits_rank and 0 <= axis <= len(a) - len(b)):
+                for d in b:  # only a one-element B fits here
+                    if _named(d):
+                        self.assume(d, 1)
+            return a
+        if not fits_rank:
+            raise self.fail(f"rank of B ({len(b)}) exceeds rank of A ({len(a)})")
         if not 0 <= axis <= len(a) - len(b):
             raise self.fail(f"axis {axis} is outside [0, {len(a) - len(b)}]")
-        start, end = 0, len(b)
-        while start < end and b[start] == 1:
-            start += 1
-        while end > start and b[end - 1] == 1:
-            end -= 1
-        for j in range(start, end):
+        for j in range(core[0], core[-1] + 1):
             self.equal(axis + j, j)
         return a
+
+    def pdpd_dim(self, i: int, j: int) -> Dim:
+        """A[i] merged with B[j]: OpenVINO's ``src > dst`` check, then broadcast_merge."""
+        x, y = self.a[i], self.b[j]
+        if isinstance(x, int) and isinstance(y, int):
+            if y > x:
+                raise self.mismatch(i, j)
+            if y in (x, 1):
+                return x
+            if x == 1:
+                return y  # 0: merged into A's 1
+            raise self.mismatch(i, j)
+        if same_dim(x, y) or y == 1:
+            return x
+        if x == 1:
+            return y  # 0 or 1, whichever B has
+        if isinstance(x, int):
+            return x  # y is 1 or x
+        if isinstance(y, int):
+            if y != 0 and _named(x):
+                self.assume(x, y)  # x = 1 would be smaller than y
+            return y
+        if is_unknown_symbol(x) or is_unknown_symbol(y):
+            return None
+        self.assume(x, y)
+        return x
 
     def pdpd(self, axis: int) -> Shape:
         a, b = self.a, self.b
@@ -132,15 +181,11 @@ class _Broadcast:
             raise self.fail(f"axis {axis} is below -1")
         if axis == -1:
             axis = len(a) - len(b)
-        end = len(b)
-        while end > 0 and b[end - 1] == 1:
-            end -= 1
-        if axis + end > len(a):
-            raise self.fail(f"B from axis {axis} runs past the end of A")
+        if axis + len(b) > len(a):
+            raise self.fail(f"B placed from axis {axis} runs past the end of A")
         out = list(a)
-        for j in range(end):
-            if b[j] != 1:
-                out[axis + j] = self.equal(axis + j, j)
+        for j in range(len(b)):
+            out[axis + j] = self.pdpd_dim(axis + j, j)
         return tuple(out)
 
 
@@ -152,14 +197,31 @@ def broadcast_shape(
     axis: int | None = -1,
     on_assume: Assume | None = None,
 ) -> Shape:
-    """The output shape of an element-wise op on shapes ``a`` and ``b`` under ``rule``."""
-    work = _Broadcast(tuple(a), tuple(b), rule, on_assume)
+    """The output shape of an element-wise op on shapes ``a`` and ``b`` under ``rule``.
+
+    Args:
+        a: A's shape (the left operand; the one B is placed on under ``legacy`` and ``pdpd``).
+        b: B's shape.
+        rule: One of ``RULES``.
+        axis: Where B starts on A under ``legacy`` and ``pdpd``; None or -1: suffix alignment.
+        on_assume: Called with each pair of dims taken as equal, after the broadcast succeeded.
+
+    Raises:
+        ShapeError: The shapes cannot be broadcast under ``rule``.
+        ValueError: ``rule`` is not one of ``RULES``.
+    """
+    if rule not in RULES:
+        raise ValueError(f"unknown broadcast rule {rule!r}; rules: {', '.join(RULES)}")
+    work = _Broadcast(tuple(a), tuple(b), rule)
     if rule == "numpy":
-        return work.numpy()
-    if rule == "none":
-        return work.none()
-    if rule == "legacy":
-        return work.legacy(axis)
-    if rule == "pdpd":
-        return work.pdpd(-1 if axis is None else axis)
-    raise ValueError(f"unknown broadcast rule {rule!r}; rules: {', '.join(RULES)}")
+        out = work.numpy()
+    elif rule == "none":
+        out = work.none()
+    elif rule == "legacy":
+        out = work.legacy(axis)
+    else:
+        out = work.pdpd(-1 if axis is None else axis)
+    if on_assume is not None:
+        for x, y in work.assumed:
+            on_assume(x, y)
+    return out
