@@ -7,7 +7,7 @@ without an own rule still see their shape input.
 
 from __future__ import annotations
 
-__all__ = ["infer_node"]
+__all__ = ["infer_node", "schema_function"]
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -18,8 +18,8 @@ import onnx.shape_inference
 from onnx import defs
 
 from onnxforge.errors import ShapeError
-from onnxforge.io import node_to_proto, tensor_to_proto, type_from_proto, type_to_proto
-from onnxforge.ir import OpaqueType, Op, Tensor, TensorType
+from onnxforge.io import function_from_proto, node_to_proto, tensor_to_proto, type_from_proto, type_to_proto
+from onnxforge.ir import Function, OpaqueType, Op, Tensor, TensorType
 
 if TYPE_CHECKING:
     from onnxforge.shape_infer.engine import InferContext
@@ -68,7 +68,7 @@ def _data(ctx: InferContext, index: int) -> np.ndarray | None:
     value = ctx.input(index)
     if known is None or value is None or not all(isinstance(d, int) for d in known):
         return None
-    t = value.type
+    t = ctx.scope.type_of(value)
     if not isinstance(t, TensorType) or t.shape is None:
         return None
     dtype = np.dtype(np.int32) if t.dtype == onnx.TensorProto.INT32 else np.dtype(np.int64)
@@ -79,3 +79,52 @@ def _clean(message: str) -> str:
     """onnx's messages start with '[ShapeInferenceError] (op_type:X, node name: y): '."""
     head, sep, tail = message.partition("): ")
     return tail if sep and head.startswith("[") else message
+
+
+_FUNCTIONS: dict[tuple[str, str, int], Function | None] = {}
+
+
+def schema_function(
+    op: Op, in_types: Sequence[TensorType | OpaqueType | None], ctx: InferContext
+) -> Function | None:
+    """The op's definition as a function of simpler ops, when its schema has one.
+
+    onnx infers such ops (GroupNormalization, MeanVarianceNormalization, the window functions)
+    by inferring the body; context-dependent bodies are built for this node and input types.
+    """
+    schema = defs.get_schema(op.op_type, ctx.opset, op.domain)
+    if schema.has_function:
+        versions = [v for v in schema.function_opset_versions if v <= ctx.opset]
+        if not versions:
+            return None
+        key = (op.domain, op.op_type, max(versions))
+        if key not in _FUNCTIONS:
+            fp = schema.get_function_with_opset_version(max(versions))
+            _FUNCTIONS[key] = None if fp is None else function_from_proto(_as_function(fp))
+        return _FUNCTIONS[key]
+    if schema.has_context_dependent_function:
+        versions = [v for v in schema.context_dependent_function_opset_versions if v <= ctx.opset]
+        if not versions or any(t is None for t in in_types):
+            return None
+        types = []
+        for t in in_types:
+            proto = onnx.TypeProto()
+            type_to_proto(t, proto)  # type: ignore[arg-type]
+            types.append(proto.SerializeToString())
+        node = node_to_proto(op).SerializeToString()
+        try:
+            raw = schema.get_context_dependent_function_with_opset_version(
+                max(versions), node, types
+            )
+        except Exception:  # onnx raises RuntimeError/ValidationError for odd nodes
+            return None
+        return function_from_proto(_as_function(raw)) if raw else None
+    return None
+
+
+def _as_function(raw: object) -> onnx.FunctionProto:
+    if isinstance(raw, onnx.FunctionProto):
+        return raw
+    fp = onnx.FunctionProto()
+    fp.ParseFromString(raw)  # type: ignore[arg-type]
+    return fp

@@ -37,6 +37,7 @@ from onnxforge import ir
 from onnxforge import opset as schemas
 from onnxforge.errors import OnnxForgeError, ShapeError
 from onnxforge.ir import Dim, Graph, Model, OpaqueType, Op, Tensor, TensorType, Value
+from onnxforge.kernels._reference import NONDETERMINISTIC, run_reference
 from onnxforge.registry import OpRegistry
 from onnxforge.shape_infer.broadcast import format_shape
 from onnxforge.shape_infer.symbolic import UNKNOWN_PREFIX, is_unknown_symbol, same_dim
@@ -54,6 +55,11 @@ VALUE_RULES: OpRegistry[ValueRule] = OpRegistry("value rule")
 MAX_KNOWN_ELEMENTS = 1024
 """Integer tensors up to this size are propagated element by element."""
 MAX_FUNCTION_DEPTH = 64
+MAX_EVAL_INPUT_ELEMENTS = 4096
+MAX_EVAL_OUTPUT_ELEMENTS = 1 << 16
+MAX_EVAL_VALUE = 4096
+NOT_EVALUATED = frozenset({"Resize", "Upsample", "Constant"})
+"""Ops whose output size grows with a product of input values; inferred, never evaluated."""
 
 
 def shape_rule(
@@ -94,9 +100,10 @@ class Assumption:
     b: Dim
     node: str
     op: str
+    relation: str = "=="
 
     def __str__(self) -> str:
-        return f"{self.a} == {self.b} (node {self.node!r}, {self.op})"
+        return f"{self.a} {self.relation} {self.b} (node {self.node!r}, {self.op})"
 
 
 @dataclass
@@ -126,7 +133,8 @@ class InferReport:
                 for e in self.errors
             ],
             "assumptions": [
-                {"a": a.a, "b": a.b, "node": a.node, "op": a.op} for a in self.assumptions
+                {"a": a.a, "relation": a.relation, "b": a.b, "node": a.node, "op": a.op}
+                for a in self.assumptions
             ],
             "notes": list(self.notes),
         }
@@ -169,9 +177,10 @@ class InferContext:
     def new_dim(self) -> str:
         return self.engine.new_dim()
 
-    def assume(self, a: Dim, b: Dim) -> None:
+    def assume(self, a: Dim, b: Dim, relation: str = "==") -> None:
+        """Record that the result holds only if ``a relation b`` (two dims taken as equal)."""
         self.engine.report.assumptions.append(
-            Assumption(a, b, self.op.name, f"{self.op.op_type}-{self.version}")
+            Assumption(a, b, self.op.name, f"{self.op.op_type}-{self.version}", relation)
         )
 
     def infer_subgraph(self, graph: Graph, input_types: Sequence[Type | None]) -> list[Type | None]:
@@ -297,6 +306,7 @@ class _Engine:
                     for value, known in zip(outputs, value_fn(op, ctx), strict=False):
                         if value is not None and known is not None:
                             self.known[value] = known
+                results = self.evaluate(scope, op, inputs, outputs, results)
         except OnnxForgeError as e:
             self.error(scope, op, version, in_types, str(e))
             return
@@ -313,6 +323,54 @@ class _Engine:
             except ShapeError as e:
                 self.error(scope, op, version, in_types, str(e), label=label)
 
+    def evaluate(
+        self,
+        scope: _Scope,
+        op: Op,
+        inputs: list[Value | None],
+        outputs: list[Value | None],
+        results: list[Type | None],
+    ) -> list[Type | None]:
+        """Run a small all-constant op with onnx's reference kernel: its outputs become
+        constants (and their types exact), so float shape arithmetic and ops like OneHot with a
+        constant depth get shapes. Bounded: outputs must be small by the rule's shape, or, when
+        the rule could not tell, the inputs must be small in size and value."""
+        if (
+            op.op_type in NONDETERMINISTIC
+            or op.op_type in NOT_EVALUATED
+            or op.domain not in ("", "ai.onnx")
+            or not inputs
+            or any(isinstance(a, Graph) for a in op.attrs.values())
+        ):
+            return results
+        arrays = []
+        for value in inputs:
+            array = None if value is None else self.const_of(value)
+            if value is not None and array is None:
+                return results
+            arrays.append(array)
+        present = [a for a in arrays if a is not None]
+        if sum(a.size for a in present) > MAX_EVAL_INPUT_ELEMENTS:
+            return results
+        if not _small_outputs(results) and not _small_values(present):
+            return results
+        try:
+            values = run_reference(op, arrays, scope.opsets)
+        except OnnxForgeError:
+            logger.debug("could not evaluate %s", op.describe(), exc_info=True)
+            return results
+        out: list[Type | None] = list(results)
+        for i, (value, array) in enumerate(zip(outputs, values, strict=False)):
+            if value is None:
+                continue
+            self.consts[value] = array
+            rule = results[i] if i < len(results) else None
+            # The computed shape is exact, even where onnx's inference disagrees; the element
+            # type stays the rule's (numpy has no float8 or int4: the array's dtype may differ).
+            dtype = rule.dtype if isinstance(rule, TensorType) and rule.dtype else None
+            out[i] = TensorType(dtype or Tensor.from_numpy(array).dtype, tuple(array.shape))
+        return out
+
     def run_rule(
         self, op: Op, ctx: InferContext, in_types: list[Type | None], opset: int, domain: str
     ) -> list[Type | None]:
@@ -324,7 +382,14 @@ class _Engine:
             return rule(op, tensors, ctx)
         from onnxforge.shape_infer import _onnx_fallback  # noqa: PLC0415  (imports onnx)
 
-        return _onnx_fallback.infer_node(op, in_types, ctx)
+        results = _onnx_fallback.infer_node(op, in_types, ctx)
+        if all(isinstance(t, TensorType) and t.shape is not None for t in results):
+            return results
+        function = _onnx_fallback.schema_function(op, in_types, ctx)
+        if function is None:
+            return results
+        body = self.infer_call(ctx.scope, op, function, in_types)
+        return [_merge(a, b, None) for a, b in zip(results, body, strict=False)]
 
     def infer_call(
         self, scope: _Scope, op: Op, function: ir.Function, in_types: list[Type | None]
@@ -336,12 +401,22 @@ class _Engine:
                       scope.depth + 1)
         for value, t in zip(function.graph.inputs, in_types, strict=False):
             body.types[value] = t
-        if function.attributes and any(
-            isinstance(o.attrs.get(k), ir.AttrRef) for o in function.graph.ops for k in o.attrs
-        ):
-            # Attribute references are bound per call; inferring the body needs them resolved.
-            return [None] * len(scope.graph.outputs_of(op))
-        self.infer_graph(body)
+        given = {**function.attribute_defaults, **op.attrs}
+        bound: list[tuple[Op, dict[str, Any]]] = []
+        for graph in _walk(function.graph):
+            for inner in graph.ops:
+                if any(isinstance(v, ir.AttrRef) for v in inner.attrs.values()):
+                    bound.append((inner, inner.attrs))
+                    inner.attrs = {
+                        k: given.get(v.name) if isinstance(v, ir.AttrRef) else v
+                        for k, v in inner.attrs.items()
+                        if not isinstance(v, ir.AttrRef) or given.get(v.name) is not None
+                    }
+        try:  # the body is shared by every call: bind this call's attributes, then restore
+            self.infer_graph(body)
+        finally:
+            for inner, attrs in bound:
+                inner.attrs = attrs
         return [body.type_of(v) for v in function.graph.outputs]
 
     def name_unknowns(self, t: Type | None) -> Type | None:
@@ -370,6 +445,27 @@ class _Engine:
                 internal,
             )
         )
+
+
+def _small_outputs(results: list[Type | None]) -> bool:
+    for t in results:
+        if not isinstance(t, TensorType) or t.shape is None:
+            return False
+        if not all(isinstance(d, int) for d in t.shape):
+            return False
+        if int(np.prod(t.shape, dtype=np.float64)) > MAX_EVAL_OUTPUT_ELEMENTS:
+            return False
+    return True
+
+
+def _small_values(arrays: list[np.ndarray]) -> bool:
+    """Inputs whose numbers are all small (an output sized by them stays small)."""
+    for a in arrays:
+        if a.dtype.kind in "iuf" and a.size and float(np.max(np.abs(a))) > MAX_EVAL_VALUE:
+            return False
+        if a.dtype.kind not in "iufbOUSV":  # V: ml_dtypes' bfloat16, float8, int4
+            return False
+    return True
 
 
 def _merge(declared: Type | None, inferred: Type | None, value: Value | None) -> Type | None:
@@ -433,6 +529,13 @@ def infer(model: Model, *, strict: bool = False) -> InferReport:
     if strict and report.errors:
         raise ShapeError("\n".join(map(str, report.errors)))
     return report
+
+
+def _walk(graph: Graph) -> Iterable[Graph]:
+    yield graph
+    for op in graph.ops:
+        for sub in op.subgraphs():
+            yield from _walk(sub)
 
 
 def ir_graphs(model: Model) -> Iterable[Graph]:

@@ -14,6 +14,8 @@ __all__ = [
     "Expr",
     "dim_add",
     "dim_ceildiv",
+    "dim_div_exact",
+    "dim_product",
     "dim_floordiv",
     "dim_mul",
     "dim_neg",
@@ -27,7 +29,7 @@ __all__ = [
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from onnxforge.ir import Dim
 
@@ -299,6 +301,36 @@ def dim_ceildiv(a: Dim, b: Dim) -> Dim:
     if isinstance(b, int):
         return to_dim(ceildiv(_expr(a), b)) if b > 0 else None  # type: ignore[arg-type]
     return _divide_by_symbol(a, b)
+
+
+def dim_product(dims: Iterable[Dim]) -> Dim:
+    total: Dim = 1
+    for d in dims:
+        total = dim_mul(total, d)
+    return total
+
+
+def dim_div_exact(a: Dim, b: Dim) -> Dim:
+    """a / b when b divides a exactly as polynomials (N*S*768 / (N*S*12) = 64), else None."""
+    if not _known(a, b) or b == 0:
+        return None
+    if isinstance(a, int) and isinstance(b, int):
+        return a // b if a % b == 0 else None
+    ea, eb = _expr(a), _expr(b)  # type: ignore[arg-type]
+    if len(eb.terms) != 1:
+        return _divide_by_symbol(a, b)
+    (monomial, coef), = eb.terms.items()
+    terms: dict[Monomial, int] = {}
+    for m, c in ea.terms.items():
+        rest = list(m)
+        for atom in monomial:
+            if atom not in rest:
+                return None
+            rest.remove(atom)
+        if c % coef:
+            return None
+        terms[tuple(rest)] = c // coef
+    return to_dim(Expr(terms))
 
 
 def _divide_by_symbol(a: Dim, b: Dim) -> Dim:

@@ -423,6 +423,11 @@ def _kind_of_fields(a: AttributeProto) -> int:
     return _A.UNDEFINED
 
 
+def function_from_proto(fp: onnx.FunctionProto) -> Function:
+    """A Function from an in-memory FunctionProto (a schema's function body, for instance)."""
+    return _Reader([], None).function(fp)
+
+
 def model_from_proto(
     mp: onnx.ModelProto, *, spans: Sequence[Span | None] = (), model_path: Path | None = None
 ) -> Model:

@@ -1,5 +1,616 @@
-"""Shape rules: shapes."""
+"""Shape rules and element propagation for the ops that compute and apply shapes.
+
+Exporters write shape arithmetic as Shape -> Gather/Slice -> Unsqueeze -> Concat -> Reshape
+(or Expand, ConstantOfShape, Range, Tile). The value rules here carry the elements of those small
+integer tensors, symbols included; the shape rules read them back through ``ctx.value`` so a
+Reshape to ``[batch, -1]`` gets ``[N, 12]``.
+"""
 
 from __future__ import annotations
 
 __all__: list[str] = []
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from onnxforge.errors import ShapeError
+from onnxforge.ir import DType, Dim, Op, Tensor, TensorType
+from onnxforge.opset import schema_versions
+from onnxforge.shape_infer.broadcast import broadcast_shape, format_shape
+from onnxforge.shape_infer.engine import InferContext, Known, shape_rule, value_rule
+from onnxforge.shape_infer.symbolic import (
+    dim_add,
+    dim_ceildiv,
+    dim_div_exact,
+    dim_floordiv,
+    dim_mul,
+    dim_product,
+    dim_sub,
+    is_unknown_symbol,
+    same_dim,
+)
+
+Inputs = Sequence[TensorType | None]
+INT_DTYPES = frozenset(
+    {DType.INT64, DType.INT32, DType.INT16, DType.INT8, DType.UINT64, DType.UINT32,
+     DType.UINT16, DType.UINT8}
+)
+BIG = 1 << 62  # ends at or past this mean "to the end"
+
+
+def _rank(t: TensorType | None) -> int | None:
+    return None if t is None else t.rank
+
+
+def _axis(axis: int, rank: int, op: Op, what: str = "axis") -> int:
+    if not -rank <= axis < rank:
+        raise ShapeError(f"{what} {axis} is out of range for rank {rank}")
+    return axis + rank if axis < 0 else axis
+
+
+def _ints(ctx: InferContext, index: int, attr: str | None = None) -> list[int] | None:
+    """Static integer elements of an input (or of an attribute in older versions)."""
+    if attr is not None:
+        value = ctx.op.attr(attr)
+        if value is not None:
+            return [int(v) for v in value]
+    known = ctx.value(index)
+    if known is None or not all(isinstance(d, int) for d in known):
+        return None
+    return [int(d) for d in known]  # type: ignore[arg-type]
+
+
+# -- Shape, Size ------------------------------------------------------------------------------
+def _shape_range(op: Op, rank: int) -> tuple[int, int]:
+    start = int(op.attr("start", 0))
+    end = op.attr("end")
+    end = rank if end is None else int(end)
+    start = min(max(start + rank if start < 0 else start, 0), rank)
+    end = min(max(end + rank if end < 0 else end, 0), rank)
+    return start, max(end, start)
+
+
+@shape_rule("Shape", versions=schema_versions("Shape"))
+def infer_shape(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    rank = _rank(inputs[0])
+    if rank is None:
+        return [TensorType(DType.INT64, (None,))]
+    start, end = _shape_range(op, rank)
+    return [TensorType(DType.INT64, (end - start,))]
+
+
+@value_rule("Shape", versions=schema_versions("Shape"))
+def shape_value(op: Op, ctx: InferContext) -> list[Known | None]:
+    value = ctx.input(0)
+    t = None if value is None else ctx.scope.type_of(value)
+    if not isinstance(t, TensorType) or t.shape is None:
+        return [None]
+    start, end = _shape_range(op, len(t.shape))
+    return [tuple(t.shape[start:end])]
+
+
+@shape_rule("Size", versions=schema_versions("Size"))
+def infer_size(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    return [TensorType(DType.INT64, ())]
+
+
+@value_rule("Size", versions=schema_versions("Size"))
+def size_value(op: Op, ctx: InferContext) -> list[Known | None]:
+    value = ctx.input(0)
+    t = None if value is None else ctx.scope.type_of(value)
+    if not isinstance(t, TensorType) or t.shape is None:
+        return [None]
+    return [(dim_product(t.shape),)]
+
+
+# -- Constant, Identity, Cast -----------------------------------------------------------------
+def _constant_array(op: Op) -> np.ndarray | None:
+    for key, value in op.attrs.items():
+        if key == "value" and isinstance(value, Tensor):
+            return value.numpy()
+        if key == "value_int":
+            return np.array(int(value), dtype=np.int64)
+        if key == "value_ints":
+            return np.array([int(v) for v in value], dtype=np.int64)
+        if key == "value_float":
+            return np.array(float(value), dtype=np.float32)
+        if key == "value_floats":
+            return np.array([float(v) for v in value], dtype=np.float32)
+    return None
+
+
+@value_rule("Constant", versions=schema_versions("Constant"))
+def constant_value(op: Op, ctx: InferContext) -> list[Known | None]:
+    array = _constant_array(op)
+    outputs = ctx.scope.graph.outputs_of(op)
+    if array is not None and outputs and outputs[0] is not None:
+        ctx.engine.consts[outputs[0]] = array  # later rules read it through ctx.const
+    if array is None or array.dtype.kind not in "iu" or array.ndim > 1 or array.size > 1024:
+        return [None]
+    return [tuple(int(x) for x in array.reshape(-1))]
+
+
+@value_rule("Identity", versions=schema_versions("Identity"))
+def identity_value(op: Op, ctx: InferContext) -> list[Known | None]:
+    return [ctx.value(0)]
+
+
+@value_rule("Cast", versions=schema_versions("Cast"))
+def cast_value(op: Op, ctx: InferContext) -> list[Known | None]:
+    return [ctx.value(0) if op.attr("to") in INT_DTYPES else None]
+
+
+@shape_rule("Cast", versions=schema_versions("Cast"))
+def infer_cast(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    t = inputs[0]
+    return [TensorType(int(op.attr("to")), None if t is None else t.shape)]
+
+
+# -- Gather, Concat, Squeeze, Unsqueeze -------------------------------------------------------
+@shape_rule("Gather", versions=schema_versions("Gather"))
+def infer_gather(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    data, indices = inputs[0], inputs[1]
+    if data is None:
+        return [None]
+    if data.shape is None or indices is None or indices.shape is None:
+        return [TensorType(data.dtype, None)]
+    axis = _axis(int(op.attr("axis", 0)), len(data.shape), op)
+    return [TensorType(data.dtype, data.shape[:axis] + indices.shape + data.shape[axis + 1 :])]
+
+
+@value_rule("Gather", versions=schema_versions("Gather"))
+def gather_value(op: Op, ctx: InferContext) -> list[Known | None]:
+    data, indices = ctx.value(0), ctx.const(1)
+    if data is None or indices is None or indices.ndim > 1 or int(op.attr("axis", 0)) != 0:
+        return [None]
+    out = []
+    for i in indices.reshape(-1).tolist():
+        if not -len(data) <= i < len(data):
+            raise ShapeError(f"index {i} is out of range for {len(data)} elements")
+        out.append(data[i])
+    return [tuple(out)]
+
+
+@shape_rule("Concat", versions=schema_versions("Concat"))
+def infer_concat(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    known = [t for t in inputs if t is not None]
+    if not known:
+        return [None]
+    dtype = known[0].dtype
+    if len(known) < len(inputs) or any(t.shape is None for t in known):
+        ranks = {t.rank for t in known if t.shape is not None}
+        return [TensorType(dtype, None if len(ranks) != 1 else (None,) * ranks.pop())]
+    rank = len(known[0].shape)  # type: ignore[arg-type]
+    axis_attr = op.attr("axis")
+    if axis_attr is None:
+        if ctx.version >= 4:
+            raise ShapeError("Concat needs an axis attribute")
+        axis_attr = 1
+    axis = _axis(int(axis_attr), rank, op)
+    out: list[Dim] = list(known[0].shape)  # type: ignore[arg-type]
+    out[axis] = 0
+    for n, t in enumerate(known):
+        shape = t.shape
+        assert shape is not None
+        if len(shape) != rank:
+            raise ShapeError(f"input {n} has rank {len(shape)}, input 0 has rank {rank}")
+        for i, d in enumerate(shape):
+            if i == axis:
+                out[i] = dim_add(out[i], d)
+            else:
+                out[i] = _equal_dims(out[i], d, ctx, f"dim {i} of input {n}")
+    return [TensorType(dtype, tuple(out))]
+
+
+def _equal_dims(a: Dim, b: Dim, ctx: InferContext, where: str) -> Dim:
+    if same_dim(a, b):
+        return a
+    if isinstance(a, int) and isinstance(b, int):
+        raise ShapeError(f"{where} is {b}, expected {a}")
+    if is_unknown_symbol(a):
+        return b
+    if is_unknown_symbol(b):
+        return a
+    ctx.assume(a, b)
+    return b if isinstance(b, int) else a
+
+
+@value_rule("Concat", versions=schema_versions("Concat"))
+def concat_value(op: Op, ctx: InferContext) -> list[Known | None]:
+    parts = [ctx.value(i) for i in range(len(ctx.inputs))]
+    if any(p is None for p in parts):
+        return [None]
+    return [tuple(d for p in parts for d in p)]  # type: ignore[union-attr]
+
+
+def _axes(op: Op, ctx: InferContext, index: int) -> list[int] | None:
+    if ctx.version < 13:
+        axes = op.attr("axes")
+        return None if axes is None else [int(a) for a in axes]
+    if ctx.input(index) is None:
+        return None
+    return _ints(ctx, index)
+
+
+@shape_rule("Unsqueeze", versions=schema_versions("Unsqueeze"))
+def infer_unsqueeze(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    t = inputs[0]
+    if t is None:
+        return [None]
+    axes = _axes(op, ctx, 1)
+    if t.shape is None or axes is None:
+        return [TensorType(t.dtype, None)]
+    rank = len(t.shape) + len(axes)
+    norm = sorted(_axis(a, rank, op, "axis") for a in axes)
+    if len(set(norm)) != len(norm):
+        raise ShapeError(f"axes {axes} repeat an axis")
+    dims = iter(t.shape)
+    return [TensorType(t.dtype, tuple(1 if i in norm else next(dims) for i in range(rank)))]
+
+
+@value_rule("Unsqueeze", versions=schema_versions("Unsqueeze"))
+def unsqueeze_value(op: Op, ctx: InferContext) -> list[Known | None]:
+    known = ctx.value(0)
+    t = ctx.scope.type_of(ctx.inputs[0]) if ctx.inputs[0] is not None else None
+    if known is None or not isinstance(t, TensorType) or t.shape != ():
+        return [None]
+    return [known]
+
+
+@shape_rule("Squeeze", versions=schema_versions("Squeeze"))
+def infer_squeeze(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    t = inputs[0]
+    if t is None:
+        return [None]
+    if t.shape is None:
+        return [TensorType(t.dtype, None)]
+    axes = _axes(op, ctx, 1)
+    has_axes = op.attr("axes") is not None if ctx.version < 13 else ctx.input(1) is not None
+    if has_axes and axes is None:
+        return [TensorType(t.dtype, None)]
+    if axes is None:
+        if any(not isinstance(d, int) for d in t.shape):
+            return [TensorType(t.dtype, None)]  # which dims are 1 is not known
+        return [TensorType(t.dtype, tuple(d for d in t.shape if d != 1))]
+    norm = {_axis(a, len(t.shape), op) for a in axes}
+    for a in norm:
+        if isinstance(t.shape[a], int) and t.shape[a] != 1:
+            raise ShapeError(f"cannot squeeze axis {a} of size {t.shape[a]}")
+    return [TensorType(t.dtype, tuple(d for i, d in enumerate(t.shape) if i not in norm))]
+
+
+@value_rule("Squeeze", versions=schema_versions("Squeeze"))
+def squeeze_value(op: Op, ctx: InferContext) -> list[Known | None]:
+    known = ctx.value(0)
+    return [known if known is not None and len(known) == 1 else None]
+
+
+# -- Slice ------------------------------------------------------------------------------------
+def _slice_params(
+    op: Op, ctx: InferContext, rank: int
+) -> list[tuple[int, Dim, Dim, int]] | None:
+    """(axis, start, end, step) per sliced axis; starts/ends may be symbolic."""
+    if ctx.version < 10:
+        starts: Sequence[Dim] | None = op.attr("starts")
+        ends: Sequence[Dim] | None = op.attr("ends")
+        axes = op.attr("axes")
+        steps = None
+    else:
+        starts, ends = ctx.value(1), ctx.value(2)
+        axes = _ints(ctx, 3) if ctx.input(3) is not None else None
+        steps = _ints(ctx, 4) if ctx.input(4) is not None else None
+        if (ctx.input(3) is not None and axes is None) or (
+            ctx.input(4) is not None and steps is None
+        ):
+            return None
+    if starts is None or ends is None:
+        return None
+    axes = list(range(len(starts))) if axes is None else [int(a) for a in axes]
+    steps = [1] * len(starts) if steps is None else steps
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ShapeError("starts, ends, axes and steps have different lengths")
+    params = []
+    for a, s, e, st in zip(axes, starts, ends, steps, strict=True):
+        if st == 0:
+            raise ShapeError("a step is 0")
+        params.append((_axis(a, rank, op), s, e, st))
+    if len({p[0] for p in params}) != len(params):
+        raise ShapeError(f"axes {axes} repeat an axis")
+    return params
+
+
+def _slice_len(dim: Dim, start: Dim, end: Dim, step: int, ctx: InferContext) -> Dim:
+    if isinstance(dim, int) and isinstance(start, int) and isinstance(end, int):
+        return len(range(*slice(start, end, step).indices(dim)))
+    if step != 1 or not isinstance(start, int):
+        return None
+    if isinstance(end, int) and end >= BIG // 4 and start >= 0:
+        return dim_sub(dim, start) if start else dim  # [k:] of N is N-k (N >= k)
+    if isinstance(end, int) and end >= BIG // 4 and start < 0:
+        if isinstance(dim, str) and not is_unknown_symbol(dim):
+            ctx.assume(dim, -start, ">=")
+            return -start  # [-k:] of N is k when N >= k
+        return None
+    if start == 0 and isinstance(end, str) and not is_unknown_symbol(end):
+        if same_dim(end, dim):
+            return dim
+        if isinstance(dim, int) or (isinstance(dim, str) and not is_unknown_symbol(dim)):
+            ctx.assume(end, dim, "<=")
+            return end  # [:S] of a buffer of D is S when S <= D
+    if start >= 0 and isinstance(end, int) and 0 <= start <= end and isinstance(dim, str):
+        if not is_unknown_symbol(dim):
+            ctx.assume(dim, end, ">=")
+            return end - start
+    return None
+
+
+@shape_rule("Slice", versions=schema_versions("Slice"))
+def infer_slice(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    t = inputs[0]
+    if t is None:
+        return [None]
+    if t.shape is None:
+        return [TensorType(t.dtype, None)]
+    params = _slice_params(op, ctx, len(t.shape))
+    if params is None:
+        return [TensorType(t.dtype, (None,) * len(t.shape))]
+    out = list(t.shape)
+    for axis, start, end, step in params:
+        out[axis] = _slice_len(t.shape[axis], start, end, step, ctx)
+    return [TensorType(t.dtype, tuple(out))]
+
+
+@value_rule("Slice", versions=schema_versions("Slice"))
+def slice_value(op: Op, ctx: InferContext) -> list[Known | None]:
+    known = ctx.value(0)
+    if known is None:
+        return [None]
+    params = _slice_params(op, ctx, 1)
+    if params is None or not params:
+        return [None if params is None else known]
+    _, start, end, step = params[0]
+    if not isinstance(start, int) or not isinstance(end, int):
+        return [None]
+    return [tuple(known[slice(*slice(start, end, step).indices(len(known)))])]
+
+
+# -- Reshape, Flatten, Expand, Tile, ConstantOfShape, Range -----------------------------------
+@shape_rule("Reshape", versions=schema_versions("Reshape"))
+def infer_reshape(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    t = inputs[0]
+    if t is None:
+        return [None]
+    target: Sequence[Dim] | None
+    if ctx.version < 5:
+        target = op.attr("shape")
+        target = None if target is None else [int(d) for d in target]
+    else:
+        target = ctx.value(1)
+    if target is None:
+        shape_t = inputs[1] if len(inputs) > 1 else None
+        if shape_t is not None and shape_t.shape is not None and isinstance(shape_t.shape[0], int):
+            return [TensorType(t.dtype, (None,) * shape_t.shape[0])]
+        return [TensorType(t.dtype, None)]
+    allowzero = int(op.attr("allowzero", 0) or 0)
+    out: list[Dim] = []
+    infer_at = None
+    for i, d in enumerate(target):
+        if d == -1:
+            if infer_at is not None:
+                raise ShapeError(f"shape {format_shape(target)} has more than one -1")
+            infer_at = i
+            out.append(None)
+        elif d == 0 and not allowzero:
+            if t.shape is None or i >= len(t.shape):
+                if t.shape is None:
+                    out.append(None)
+                    continue
+                raise ShapeError(f"shape {format_shape(target)} copies dim {i} of a rank-"
+                                 f"{len(t.shape)} input")
+            out.append(t.shape[i])
+        elif isinstance(d, int) and d < -1:
+            raise ShapeError(f"shape {format_shape(target)} has a negative dim {d}")
+        else:
+            out.append(d)
+    if t.shape is not None:
+        total = dim_product(t.shape)
+        if infer_at is not None:
+            rest = dim_product(d for i, d in enumerate(out) if i != infer_at)
+            out[infer_at] = dim_div_exact(total, rest)
+            if isinstance(total, int) and isinstance(rest, int) and rest and total % rest:
+                raise ShapeError(
+                    f"cannot reshape {format_shape(t.shape)} ({total} elements) to "
+                    f"{format_shape(target)}"
+                )
+        else:
+            size = dim_product(out)
+            if isinstance(total, int) and isinstance(size, int) and total != size:
+                raise ShapeError(
+                    f"cannot reshape {format_shape(t.shape)} ({total} elements) to "
+                    f"{format_shape(target)} ({size} elements)"
+                )
+    return [TensorType(t.dtype, tuple(out))]
+
+
+@value_rule("Reshape", versions=schema_versions("Reshape"))
+def reshape_value(op: Op, ctx: InferContext) -> list[Known | None]:
+    known = ctx.value(0)  # scalar <-> [1] and 1-D -> 1-D keep the elements
+    target = ctx.value(1) if ctx.version >= 5 else None
+    if known is None or target is None or len(target) > 1:
+        return [None]
+    return [known]
+
+
+@shape_rule("Expand", versions=schema_versions("Expand"))
+def infer_expand(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    t, shape_t = inputs[0], inputs[1]
+    if t is None:
+        return [None]
+    target = ctx.value(1)
+    if target is None:
+        if shape_t is not None and shape_t.shape is not None and isinstance(shape_t.shape[0], int):
+            if t.shape is not None and len(t.shape) > shape_t.shape[0]:
+                return [TensorType(t.dtype, (None,) * len(t.shape))]
+            return [TensorType(t.dtype, (None,) * shape_t.shape[0])]
+        return [TensorType(t.dtype, None)]
+    if t.shape is None:
+        return [TensorType(t.dtype, None)]
+    return [TensorType(t.dtype, broadcast_shape(t.shape, target, on_assume=ctx.assume))]
+
+
+@shape_rule("Tile", versions=schema_versions("Tile"))
+def infer_tile(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    t = inputs[0]
+    if t is None:
+        return [None]
+    if t.shape is None:
+        return [TensorType(t.dtype, None)]
+    repeats = ctx.value(1)
+    if repeats is None:
+        return [TensorType(t.dtype, (None,) * len(t.shape))]
+    if len(repeats) != len(t.shape):
+        raise ShapeError(f"{len(repeats)} repeats for a rank-{len(t.shape)} input")
+    return [TensorType(t.dtype, tuple(dim_mul(d, r) for d, r in zip(t.shape, repeats,
+                                                                      strict=True)))]
+
+
+@shape_rule("ConstantOfShape", versions=schema_versions("ConstantOfShape"))
+def infer_constant_of_shape(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    value = op.attr("value")
+    dtype = value.dtype if isinstance(value, Tensor) else DType.FLOAT
+    target = ctx.value(0)
+    if target is not None:
+        for d in target:
+            if isinstance(d, int) and d < 0:
+                raise ShapeError(f"shape {format_shape(target)} has a negative dim")
+        return [TensorType(dtype, tuple(target))]
+    shape_t = inputs[0]
+    if shape_t is not None and shape_t.shape is not None and isinstance(shape_t.shape[0], int):
+        return [TensorType(dtype, (None,) * shape_t.shape[0])]
+    return [TensorType(dtype, None)]
+
+
+@value_rule("ConstantOfShape", versions=schema_versions("ConstantOfShape"))
+def constant_of_shape_value(op: Op, ctx: InferContext) -> list[Known | None]:
+    target, value = ctx.value(0), op.attr("value")
+    if target is None or len(target) != 1 or not isinstance(target[0], int) or target[0] > 1024:
+        return [None]
+    fill = value.numpy().reshape(-1) if isinstance(value, Tensor) else np.zeros(1, np.float32)
+    if fill.dtype.kind not in "iu":
+        return [None]
+    return [(int(fill[0]),) * target[0]]
+
+
+@shape_rule("Range", versions=schema_versions("Range"))
+def infer_range(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    t = inputs[0]
+    dtype = t.dtype if t is not None else DType.UNDEFINED
+    start, limit, delta = ctx.value(0), ctx.value(1), ctx.value(2)
+    if start is None or limit is None or delta is None:
+        consts = [ctx.const(i) for i in range(3)]
+        if all(c is not None for c in consts):
+            s, lim, d = (float(c.reshape(-1)[0]) for c in consts)  # type: ignore[union-attr]
+            if d == 0:
+                raise ShapeError("delta is 0")
+            return [TensorType(dtype, (max(int(np.ceil((lim - s) / d)), 0),))]
+        return [TensorType(dtype, (None,))]
+    s, lim, d = start[0], limit[0], delta[0]
+    if d == 0:
+        raise ShapeError("delta is 0")
+    if isinstance(s, int) and isinstance(lim, int) and isinstance(d, int):
+        return [TensorType(dtype, (max(-(-(lim - s) // d), 0),))]
+    if isinstance(d, int) and d > 0:
+        return [TensorType(dtype, (dim_ceildiv(dim_sub(lim, s), d),))]
+    return [TensorType(dtype, (None,))]
+
+
+@value_rule("Range", versions=schema_versions("Range"))
+def range_value(op: Op, ctx: InferContext) -> list[Known | None]:
+    start, limit, delta = ctx.value(0), ctx.value(1), ctx.value(2)
+    if start is None or limit is None or delta is None:
+        return [None]
+    s, lim, d = start[0], limit[0], delta[0]
+    if not (isinstance(s, int) and isinstance(lim, int) and isinstance(d, int)) or d == 0:
+        return [None]
+    values = range(s, lim, d)
+    return [tuple(values)] if len(values) <= 1024 else [None]
+
+
+# -- element arithmetic on shape values -------------------------------------------------------
+def _elementwise(ctx: InferContext, fn: object) -> list[Known | None]:
+    a, b = ctx.value(0), ctx.value(1)
+    if a is None or b is None:
+        return [None]
+    if len(a) == 1 and len(b) > 1:
+        a = a * len(b)
+    if len(b) == 1 and len(a) > 1:
+        b = b * len(a)
+    if len(a) != len(b):
+        return [None]
+    return [tuple(fn(x, y) for x, y in zip(a, b, strict=True))]  # type: ignore[operator]
+
+
+def _div(x: Dim, y: Dim) -> Dim:
+    if isinstance(x, int) and isinstance(y, int):
+        if y == 0:
+            return None
+        q = abs(x) // abs(y)
+        return q if (x >= 0) == (y >= 0) else -q  # integer Div truncates toward zero
+    return dim_floordiv(x, y)  # dims are non-negative: floor is truncation
+
+
+def _static(fn: object) -> object:
+    def apply(x: Dim, y: Dim) -> Dim:
+        if isinstance(x, int) and isinstance(y, int):
+            return fn(x, y)  # type: ignore[operator, no-any-return]
+        return None
+
+    return apply
+
+
+_ARITH = {
+    "Add": dim_add,
+    "Sub": dim_sub,
+    "Mul": dim_mul,
+    "Div": _div,
+    "Mod": _static(lambda x, y: None if y == 0 else x % y),
+    "Max": lambda x, y: x if same_dim(x, y) else _static(max)(x, y),  # type: ignore[operator]
+    "Min": lambda x, y: x if same_dim(x, y) else _static(min)(x, y),  # type: ignore[operator]
+    "Equal": lambda x, y: 1 if same_dim(x, y) else _static(lambda p, q: int(p == q))(x, y),
+}
+for _name, _fn in _ARITH.items():
+
+    def _rule(op: Op, ctx: InferContext, fn: object = _fn) -> list[Known | None]:
+        if op.op_type in ("Max", "Min") and len(ctx.inputs) != 2:
+            return [None]
+        if op.attr("broadcast") is not None:
+            return [None]  # legacy broadcast: not shape arithmetic
+        return _elementwise(ctx, fn)
+
+    value_rule(_name, versions=schema_versions(_name))(_rule)
+
+
+@value_rule("Where", versions=schema_versions("Where"))
+def where_value(op: Op, ctx: InferContext) -> list[Known | None]:
+    cond, x, y = ctx.value(0), ctx.value(1), ctx.value(2)
+    if cond is None or x is None or y is None:
+        bools = ctx.const(0)
+        if bools is None or x is None or y is None:
+            return [None]
+        cond = tuple(int(v) for v in bools.reshape(-1))
+    n = max(len(cond), len(x), len(y))
+    parts = []
+    for p in (cond, x, y):
+        if len(p) not in (1, n):
+            return [None]
+        parts.append(p * n if len(p) == 1 else p)
+    if not all(isinstance(c, int) for c in parts[0]):
+        return [None]
+    return [tuple(b if c else a for c, b, a in zip(parts[0], parts[1], parts[2], strict=True))]
+
+
+@value_rule("Neg", versions=schema_versions("Neg"))
+def neg_value(op: Op, ctx: InferContext) -> list[Known | None]:
+    known = ctx.value(0)
+    return [None if known is None else tuple(dim_sub(0, d) for d in known)]
