@@ -523,6 +523,8 @@ def infer(model: Model, *, strict: bool = False) -> InferReport:
             value.type = t
     for graph in ir_graphs(model):
         for value in graph.values():
+            if value.const is not None and value not in graph.inputs:
+                continue  # initializers carry their own type
             report.values += 1
             if isinstance(value.type, TensorType) and value.type.shape is not None:
                 report.typed += 1

@@ -1,0 +1,104 @@
+"""`onnxforge infer MODEL [-o OUT] [--json]`: the shape of every tensor, or every reason why not."""
+
+from __future__ import annotations
+
+__all__ = ["infer"]
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from onnxforge.cli._app import app, fail_on_errors, stderr, stdout
+from onnxforge.shape_infer import InferReport
+from onnxforge.shape_infer import infer as infer_shapes
+from rich.table import Table
+from rich.text import Text
+
+from onnxforge.errors import OnnxForgeError, ShapeError
+from onnxforge.io import load, save
+from onnxforge.ir import Model, TensorType
+
+
+@app.command()
+def infer(
+    model: Annotated[Path, typer.Argument(help="The .onnx file to infer.")],
+    *,
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="Write the model with every inferred type here."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print values, shapes, assumptions and errors as JSON.")
+    ] = False,
+) -> None:
+    """Infer the type and shape of every value of MODEL (symbolic dims as names like N+1).
+
+    With -o, OUT gets every inferred type (graph outputs and value_info). Without -o (and
+    without --json) a table of values and shapes is printed. An inconsistent model lists every
+    error at once (node, op version, input shapes, reason) and exits 1 with nothing written.
+    """
+    with fail_on_errors():
+        if output is not None and output.resolve() == model.resolve():
+            raise OnnxForgeError(f"{output}: refusing to overwrite the input; choose another -o")
+        loaded = load(model)
+        with stderr.status("inferring shapes"):
+            report = infer_shapes(loaded)
+        if as_json:
+            stdout.print_json(json.dumps(_json(model, loaded, report)))
+        elif output is None:
+            _print_table(model, loaded)
+        for note in report.notes:
+            stderr.print(f"note: {note}", markup=False)
+        for assumption in report.assumptions:
+            stderr.print(f"assumed: {assumption}", markup=False)
+        if report.errors:
+            for error in report.errors:
+                stderr.print(f"{model}: {error}", markup=False)
+            raise ShapeError(f"{model}: {len(report.errors)} shape errors; nothing written")
+        if output is not None:
+            save(loaded, output)
+            stderr.print(
+                f"{output}: {report.typed} of {report.values} values typed", markup=False
+            )
+
+
+def _values(model: Model) -> list[dict[str, Any]]:
+    rows = []
+    for graph in model.graphs(functions=False):
+        for op in graph.topo_order():
+            for value in graph.outputs_of(op):
+                if value is None:
+                    continue
+                t = value.type
+                rows.append(
+                    {
+                        "name": value.name,
+                        "graph": graph.name,
+                        "op": op.op_type,
+                        "dtype": str(t).split("[")[0] if t is not None else None,
+                        "shape": list(t.shape)
+                        if isinstance(t, TensorType) and t.shape is not None
+                        else None,
+                    }
+                )
+    return rows
+
+
+def _json(path: Path, model: Model, report: InferReport) -> dict[str, Any]:
+    return {
+        "file": str(path),
+        "values": _values(model),
+        "typed": report.typed,
+        "total": report.values,
+        **report.to_json(),
+    }
+
+
+def _print_table(path: Path, model: Model) -> None:
+    table = Table("value", "op", "type", title=f"{path}: inferred types", title_justify="left")
+    for row in _values(model):
+        shape = row["shape"]
+        dims = "?" if shape is None else ",".join("?" if d is None else str(d) for d in shape)
+        table.add_row(Text(row["name"]), Text(row["op"]), Text(f"{row['dtype']}[{dims}]"))
+    stdout.print(table)

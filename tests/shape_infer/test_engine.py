@@ -1,0 +1,107 @@
+"""The engine: every error at once, declared types checked, assumptions and notes reported,
+subgraphs and local functions inferred."""
+
+from __future__ import annotations
+
+from onnxforge.ir import TensorType
+from onnxforge.shape_infer import infer
+from onnxforge.testing import model_from_text
+
+
+def test_every_error_is_listed_not_just_the_first() -> None:
+    model = model_from_text("""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 3] a, float[4, 5] b) => (float[?, ?] y, float[?, ?] z) {
+        y = Add(a, b)
+        z = MatMul(a, a)
+    }""")
+    report = infer(model)
+    assert [e.op for e in report.errors] == ["Add-14", "MatMul-13"]
+    first = str(report.errors[0])
+    assert "float[2,3]" in first and "float[4,5]" in first
+    assert not any(e.internal for e in report.errors)
+
+
+def test_a_declared_shape_that_contradicts_the_inferred_one_is_an_error() -> None:
+    model = model_from_text("""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 3] a) => (float[2, 4] y) { y = Relu(a) }""")
+    report = infer(model)
+    assert len(report.errors) == 1
+    assert "declared [2,4], inferred [2,3]" in str(report.errors[0])
+
+
+def test_different_symbols_that_must_match_are_reported_as_assumptions() -> None:
+    model = model_from_text("""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 3] a, float[M, 3] b) => (float[?, ?] y) { y = Sub(a, b) }""")
+    report = infer(model)
+    assert not report.errors
+    assert [(a.a, a.b, a.op) for a in report.assumptions] == [("N", "M", "Sub-14")]
+    assert model.graph.outputs[0].type == TensorType(1, ("N", 3))
+
+
+def test_custom_domain_ops_are_passed_over_with_a_note() -> None:
+    model = model_from_text("""<ir_version: 8, opset_import: ["" : 17, "my.ops" : 1]>
+    g (float[2] a) => (float[?] y) { t = my.ops.Thing(a)  y = Relu(t) }""")
+    report = infer(model)
+    assert not report.errors
+    assert any("my.ops::Thing" in note for note in report.notes)
+
+
+def test_if_branches_are_inferred_and_joined() -> None:
+    model = model_from_text("""<ir_version: 8, opset_import: ["" : 17]>
+    g (bool c, float[N, 4] x) => (float[?, ?] y) {
+        y = If(c) <
+            then_branch = t () => (float[?, ?] a) { a = Relu(x) },
+            else_branch = e () => (float[?, ?] b) {
+                k = Constant <value = int64[2] {1, 2}> ()
+                b = Tile(x, k)
+            }
+        >
+    }""")
+    report = infer(model)
+    assert not report.errors
+    y = model.graph.outputs[0].type
+    assert y.shape[0] == "N" and y.shape[1] not in (4, 8)
+
+
+def test_loop_scan_outputs_get_the_trip_count() -> None:
+    model = model_from_text("""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[3] x) => (float[?] s, float[?, ?] ys) {
+        n = Constant <value = int64 {5}> ()
+        c = Constant <value = bool {1}> ()
+        s, ys = Loop(n, c, x) <body = b (int64 i, bool ci, float[3] si) => (bool co, float[3] so,
+                                                                          float[3] yo) {
+            co = Identity(ci)
+            so = Add(si, si)
+            yo = Identity(so)
+        }>
+    }""")
+    report = infer(model)
+    assert not report.errors
+    types = {v.name: v.type for v in model.graph.outputs}
+    assert types["s"].shape == (3,)
+    assert types["ys"].shape == (5, 3)
+
+
+def test_local_functions_are_inferred_per_call() -> None:
+    model = model_from_text("""<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
+    g (float[2, 3] a, float[5] b) => (float[?, ?] y, float[?] z) {
+        y = local.Double(a)
+        z = local.Double(b)
+    }
+    <domain: "local", opset_import: ["" : 17]>
+    Double (x) => (r) { r = Add(x, x) }""")
+    report = infer(model)
+    assert not report.errors
+    types = {v.name: v.type for v in model.graph.outputs}
+    assert types["y"].shape == (2, 3)
+    assert types["z"].shape == (5,)
+
+
+def test_ops_defined_by_a_schema_function_are_inferred_through_it() -> None:
+    model = model_from_text("""<ir_version: 10, opset_import: ["" : 21]>
+    g (float[2, 4, 3, 3] x, float[4] s, float[4] b) => (float[?, ?, ?, ?] y) {
+        y = GroupNormalization <num_groups = 2, epsilon = 0.001> (x, s, b)
+    }""")
+    report = infer(model)
+    assert not report.errors
+    assert model.graph.outputs[0].type.shape == (2, 4, 3, 3)
