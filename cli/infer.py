@@ -1,4 +1,4 @@
-"""`onnxforge infer MODEL [-o OUT] [--json]`: the shape of every tensor, or every reason why not."""
+"""`onnxforge infer MODEL [-o OUT] [--json]`: the shape of every tensor, or why it has none."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from onnxforge.cli._app import app, fail_on_errors, stderr, stdout
-from onnxforge.shape_infer import InferReport
-from onnxforge.shape_infer import infer as infer_shapes
 from rich.table import Table
 from rich.text import Text
 
+from onnxforge.cli._app import app, fail_on_errors, stderr, stdout
 from onnxforge.errors import OnnxForgeError, ShapeError
 from onnxforge.io import load, save
 from onnxforge.ir import Model, TensorType
+from onnxforge.shape_infer import InferReport
+from onnxforge.shape_infer import infer as infer_shapes
 
 
 @app.command()
@@ -58,9 +58,7 @@ def infer(
             raise ShapeError(f"{model}: {len(report.errors)} shape errors; nothing written")
         if output is not None:
             save(loaded, output)
-            stderr.print(
-                f"{output}: {report.typed} of {report.values} values typed", markup=False
-            )
+            stderr.print(f"{output}: {report.typed} of {report.values} values typed", markup=False)
 
 
 def _values(model: Model) -> list[dict[str, Any]]:

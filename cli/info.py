@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from onnxforge.cli._app import app, fail_on_errors, stdout
 from rich.table import Table
 from rich.text import Text
 
+from onnxforge.cli._app import app, fail_on_errors, stdout
 from onnxforge.errors import InvalidModelError
 from onnxforge.io import load
 from onnxforge.ir import problems

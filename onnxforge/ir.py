@@ -339,7 +339,7 @@ class Op:
     _graph: Graph | None = field(default=None, repr=False)
     _source: Any = field(default=None, repr=False)
 
-    def attr(self, key: str, default: AttrValue | None = None) -> AttrValue | None:
+    def attr(self, key: str, default: AttrValue = None) -> Any:
         """The attribute's value, or ``default`` when the node does not set it."""
         value = self.attrs.get(key)
         return default if value is None else value

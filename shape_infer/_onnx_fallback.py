@@ -10,7 +10,7 @@ from __future__ import annotations
 __all__ = ["infer_node", "schema_function"]
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -18,14 +18,22 @@ import onnx.shape_inference
 from onnx import defs
 
 from onnxforge.errors import ShapeError
-from onnxforge.io import function_from_proto, node_to_proto, tensor_to_proto, type_from_proto, type_to_proto
-from onnxforge.ir import Function, OpaqueType, Op, Tensor, TensorType
+from onnxforge.io import (
+    function_from_proto,
+    node_to_proto,
+    tensor_to_proto,
+    type_from_proto,
+    type_to_proto,
+)
+from onnxforge.ir import Function, Op, OpaqueType, Tensor, TensorType
 
 if TYPE_CHECKING:
     from onnxforge.shape_infer.engine import InferContext
 
-MAX_DATA_ELEMENTS = 1 << 16
-"""Constant inputs up to this size are handed to onnx as data."""
+MAX_DATA_ELEMENTS = 1 << 12
+"""Integer constant inputs up to this size are handed to onnx as data (shapes, axes, pads)."""
+MAX_FLOAT_DATA_ELEMENTS = 16
+"""Float constants up to this size too (Resize scales); weights never are."""
 
 
 def infer_node(
@@ -61,11 +69,25 @@ def _type(proto: onnx.TypeProto | None) -> TensorType | OpaqueType | None:
 
 
 def _data(ctx: InferContext, index: int) -> np.ndarray | None:
+    value = ctx.input(index)
+    stored = None if value is None else value.const
+    if (
+        isinstance(stored, Tensor)
+        and stored.size > MAX_FLOAT_DATA_ELEMENTS
+        and stored.dtype
+        in (
+            onnx.TensorProto.FLOAT,
+            onnx.TensorProto.FLOAT16,
+            onnx.TensorProto.DOUBLE,
+            onnx.TensorProto.BFLOAT16,
+        )
+    ):
+        return None  # a weight: never read it
     array = ctx.const(index)
     if array is not None:
-        return array if array.size <= MAX_DATA_ELEMENTS else None
+        limit = MAX_DATA_ELEMENTS if array.dtype.kind in "iub" else MAX_FLOAT_DATA_ELEMENTS
+        return array if array.size <= limit else None
     known = ctx.value(index)
-    value = ctx.input(index)
     if known is None or value is None or not all(isinstance(d, int) for d in known):
         return None
     t = ctx.scope.type_of(value)
@@ -92,7 +114,7 @@ def schema_function(
     onnx infers such ops (GroupNormalization, MeanVarianceNormalization, the window functions)
     by inferring the body; context-dependent bodies are built for this node and input types.
     """
-    schema = defs.get_schema(op.op_type, ctx.opset, op.domain)
+    schema: Any = defs.get_schema(op.op_type, ctx.opset, op.domain)  # stubs lack some members
     if schema.has_function:
         versions = [v for v in schema.function_opset_versions if v <= ctx.opset]
         if not versions:

@@ -30,10 +30,9 @@ __all__ = ["RULES", "broadcast_shape", "format_shape"]
 
 from collections.abc import Callable, Sequence
 
-from onnxforge.shape_infer.symbolic import is_unknown_symbol, same_dim
-
 from onnxforge.errors import ShapeError
 from onnxforge.ir import Dim, Shape
+from onnxforge.shape_infer.symbolic import is_unknown_symbol, same_dim
 
 RULES = ("numpy", "legacy", "none", "pdpd")
 

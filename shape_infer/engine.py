@@ -36,7 +36,7 @@ import numpy as np
 from onnxforge import ir
 from onnxforge import opset as schemas
 from onnxforge.errors import OnnxForgeError, ShapeError
-from onnxforge.ir import Dim, Graph, Model, OpaqueType, Op, Tensor, TensorType, Value
+from onnxforge.ir import Dim, Graph, Model, Op, OpaqueType, Tensor, TensorType, Value
 from onnxforge.kernels._reference import NONDETERMINISTIC, run_reference
 from onnxforge.registry import OpRegistry
 from onnxforge.shape_infer.broadcast import format_shape
@@ -183,7 +183,9 @@ class InferContext:
             Assumption(a, b, self.op.name, f"{self.op.op_type}-{self.version}", relation)
         )
 
-    def infer_subgraph(self, graph: Graph, input_types: Sequence[Type | None]) -> list[Type | None]:
+    def infer_subgraph(
+        self, graph: Graph, input_types: Sequence[Type | None]
+    ) -> list[Type | None]:
         """Infer a body (If/Loop/Scan) with these input types; the types of its outputs."""
         return self.engine.infer_body(graph, self.scope, input_types)
 
@@ -215,6 +217,7 @@ class _Engine:
         self.consts: dict[Value, np.ndarray] = {}
         self.known: dict[Value, Known] = {}
         self.functions = {f.key: f for f in model.functions}
+        self.graph_inputs: dict[Graph, set[Value]] = {}
         self.taken: set[str] = set()
         for graph in model.graphs():
             for value in graph.values():
@@ -231,13 +234,29 @@ class _Engine:
                 return name
 
     def const_of(self, value: Value) -> np.ndarray | None:
+        """The value's data when it cannot change at run time.
+
+        An initializer that is also a graph input is a default the caller may override: not a
+        constant, except in IR < 4 models, where every initializer had to be listed as an input
+        (shape rules may read those; they are never evaluated, see ``overridable``).
+        """
         if value in self.consts:
             return self.consts[value]
-        if isinstance(value.const, Tensor):
+        if isinstance(value.const, Tensor) and (
+            self.model.ir_version < 4 or not self.overridable(value)
+        ):
             array = value.const.numpy()
             self.consts[value] = array
             return array
         return None
+
+    def overridable(self, value: Value) -> bool:
+        graph = value.graph
+        if graph is None:
+            return False
+        if graph not in self.graph_inputs:
+            self.graph_inputs[graph] = set(graph.inputs)
+        return value in self.graph_inputs[graph]
 
     def known_of(self, value: Value) -> Known | None:
         if value in self.known:
@@ -256,9 +275,11 @@ class _Engine:
     def infer_graph(self, scope: _Scope) -> None:
         graph = scope.graph
         for value in graph.initializers:
-            if value.const is not None and value not in scope.types:
+            const = value.const
+            if const is not None and value not in scope.types:
                 declared = value.type if isinstance(value.type, TensorType) else None
-                scope.types[value] = declared or TensorType(value.const.dtype, value.const.shape)
+                shape = tuple(const.shape) if isinstance(const, Tensor) else tuple(const.dims)
+                scope.types[value] = declared or TensorType(const.dtype, shape)
         for op in graph.topo_order():
             self.infer_op(scope, op)
 
@@ -346,7 +367,7 @@ class _Engine:
         arrays = []
         for value in inputs:
             array = None if value is None else self.const_of(value)
-            if value is not None and array is None:
+            if value is not None and (array is None or self.overridable(value)):
                 return results
             arrays.append(array)
         present = [a for a in arrays if a is not None]
@@ -397,8 +418,9 @@ class _Engine:
         if scope.depth >= MAX_FUNCTION_DEPTH:
             raise ShapeError(f"local functions call each other deeper than {MAX_FUNCTION_DEPTH}")
         opsets = dict(function.opset_imports) or dict(scope.opsets)
-        body = _Scope(function.graph, opsets, f"{scope.where}{op.op_type}: ", {}, None,
-                      scope.depth + 1)
+        body = _Scope(
+            function.graph, opsets, f"{scope.where}{op.op_type}: ", {}, None, scope.depth + 1
+        )
         for value, t in zip(function.graph.inputs, in_types, strict=False):
             body.types[value] = t
         given = {**function.attribute_defaults, **op.attrs}
@@ -453,7 +475,9 @@ def _small_outputs(results: list[Type | None]) -> bool:
             return False
         if not all(isinstance(d, int) for d in t.shape):
             return False
-        if int(np.prod(t.shape, dtype=np.float64)) > MAX_EVAL_OUTPUT_ELEMENTS:
+        if int(np.prod([int(d) for d in t.shape if d is not None], dtype=np.float64)) > (
+            MAX_EVAL_OUTPUT_ELEMENTS
+        ):
             return False
     return True
 
@@ -480,9 +504,7 @@ def _merge(declared: Type | None, inferred: Type | None, value: Value | None) ->
         return inferred
     name = f"{value.name!r}: " if value is not None else ""
     if declared.dtype and inferred.dtype and declared.dtype != inferred.dtype:
-        raise ShapeError(
-            f"{name}declared {declared}, inferred {inferred} (element types differ)"
-        )
+        raise ShapeError(f"{name}declared {declared}, inferred {inferred} (element types differ)")
     dtype = inferred.dtype or declared.dtype
     if declared.shape is None:
         return TensorType(dtype, inferred.shape)

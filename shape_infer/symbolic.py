@@ -319,7 +319,7 @@ def dim_div_exact(a: Dim, b: Dim) -> Dim:
     ea, eb = _expr(a), _expr(b)  # type: ignore[arg-type]
     if len(eb.terms) != 1:
         return _divide_by_symbol(a, b)
-    (monomial, coef), = eb.terms.items()
+    ((monomial, coef),) = eb.terms.items()
     terms: dict[Monomial, int] = {}
     for m, c in ea.terms.items():
         rest = list(m)

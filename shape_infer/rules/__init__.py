@@ -1,7 +1,14 @@
-"""Shape rules, one module per op family (onnxforge.shape_infer.rules); importing registers them."""
+"""Shape rules, one module per op family (onnxforge.shape_infer.rules); importing registers."""
 
 from __future__ import annotations
 
 __all__: list[str] = []
 
-from onnxforge.shape_infer.rules import control, elementwise, shapes, tensor  # noqa: F401
+from onnxforge.shape_infer.rules import (  # noqa: F401
+    control,
+    elementwise,
+    linalg,
+    shapes,
+    tensor,
+    unary,
+)

@@ -11,7 +11,7 @@ __all__: list[str] = []
 from collections.abc import Sequence
 
 from onnxforge.errors import ShapeError
-from onnxforge.ir import DType, Dim, Graph, OpaqueType, Op, TensorType
+from onnxforge.ir import Dim, DType, Graph, Op, OpaqueType, TensorType
 from onnxforge.opset import schema_versions
 from onnxforge.shape_infer.engine import InferContext, Known, shape_rule, value_rule
 from onnxforge.shape_infer.symbolic import same_dim
@@ -66,9 +66,7 @@ def infer_loop(op: Op, inputs: Inputs, ctx: InferContext) -> list[Type | None]:
     ]
     n_carried = len(carried_in)
     if len(body.inputs) != n_carried + 2:
-        raise ShapeError(
-            f"body takes {len(body.inputs)} inputs, the loop gives {n_carried + 2}"
-        )
+        raise ShapeError(f"body takes {len(body.inputs)} inputs, the loop gives {n_carried + 2}")
     counters: list[Type | None] = [TensorType(DType.INT64, ()), TensorType(DType.BOOL, ())]
     state = carried_in
     for _ in range(2):  # a second pass when a carried shape changes from one iteration on
@@ -129,24 +127,24 @@ def infer_scan(op: Op, inputs: Inputs, ctx: InferContext) -> list[Type | None]:
         if t is None or t.shape is None:
             slices.append(None if t is None else TensorType(t.dtype, None))
             continue
-        axis = axis + len(t.shape) if axis < 0 else axis
-        if not 0 <= axis < len(t.shape):
+        at = axis + len(t.shape) if axis < 0 else axis
+        if not 0 <= at < len(t.shape):
             raise ShapeError(f"scan_input_axes {axis} is out of range for {t}")
-        trips = t.shape[axis] if trips is None else trips
-        slices.append(TensorType(t.dtype, t.shape[:axis] + t.shape[axis + 1 :]))
+        trips = t.shape[at] if trips is None else trips
+        slices.append(TensorType(t.dtype, t.shape[:at] + t.shape[at + 1 :]))
     state_in = [ctx.scope.type_of(v) if v is not None else None for v in ctx.inputs[:n_state]]
     out = ctx.infer_subgraph(body, [*state_in, *slices])
-    results: list[Type | None] = [_join(a, b) for a, b in zip(state_in, out[:n_state],
-                                                               strict=False)]
+    results: list[Type | None] = [
+        _join(a, b) for a, b in zip(state_in, out[:n_state], strict=False)
+    ]
     out_axes = list(op.attr("scan_output_axes") or [0] * (len(out) - n_state))
     for t, axis in zip(out[n_state:], out_axes, strict=False):
         if not isinstance(t, TensorType) or t.shape is None:
             results.append(t if not isinstance(t, TensorType) else TensorType(t.dtype, None))
             continue
         rank = len(t.shape) + 1
-        axis = axis + rank if axis < 0 else axis
         shape = list(t.shape)
-        shape.insert(axis, trips)
+        shape.insert(axis + rank if axis < 0 else axis, trips)
         results.append(TensorType(t.dtype, tuple(shape)))
     return results
 

@@ -21,12 +21,11 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from onnxforge.shape_infer.broadcast import broadcast_shape
-from onnxforge.shape_infer.engine import shape_rule
-
 from onnxforge import opset as schemas
 from onnxforge.errors import ShapeError
 from onnxforge.ir import DType, Op, Shape, TensorType, dtype_name
+from onnxforge.shape_infer.broadcast import broadcast_shape
+from onnxforge.shape_infer.engine import shape_rule
 
 if TYPE_CHECKING:
     from onnxforge.shape_infer.engine import InferContext

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 __all__: list[str] = []
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from onnxforge.errors import ShapeError
-from onnxforge.ir import DType, Dim, Op, Tensor, TensorType
+from onnxforge.ir import Dim, DType, Op, Tensor, TensorType
 from onnxforge.opset import schema_versions
 from onnxforge.shape_infer.broadcast import broadcast_shape, format_shape
 from onnxforge.shape_infer.engine import InferContext, Known, shape_rule, value_rule
@@ -33,8 +33,16 @@ from onnxforge.shape_infer.symbolic import (
 
 Inputs = Sequence[TensorType | None]
 INT_DTYPES = frozenset(
-    {DType.INT64, DType.INT32, DType.INT16, DType.INT8, DType.UINT64, DType.UINT32,
-     DType.UINT16, DType.UINT8}
+    {
+        DType.INT64,
+        DType.INT32,
+        DType.INT16,
+        DType.INT8,
+        DType.UINT64,
+        DType.UINT32,
+        DType.UINT16,
+        DType.UINT8,
+    }
 )
 BIG = 1 << 62  # ends at or past this mean "to the end"
 
@@ -180,7 +188,8 @@ def infer_concat(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType |
     dtype = known[0].dtype
     if len(known) < len(inputs) or any(t.shape is None for t in known):
         ranks = {t.rank for t in known if t.shape is not None}
-        return [TensorType(dtype, None if len(ranks) != 1 else (None,) * ranks.pop())]
+        rank_of = ranks.pop() if len(ranks) == 1 else None
+        return [TensorType(dtype, None if rank_of is None else (None,) * rank_of)]
     rank = len(known[0].shape)  # type: ignore[arg-type]
     axis_attr = op.attr("axis")
     if axis_attr is None:
@@ -287,9 +296,7 @@ def squeeze_value(op: Op, ctx: InferContext) -> list[Known | None]:
 
 
 # -- Slice ------------------------------------------------------------------------------------
-def _slice_params(
-    op: Op, ctx: InferContext, rank: int
-) -> list[tuple[int, Dim, Dim, int]] | None:
+def _slice_params(op: Op, ctx: InferContext, rank: int) -> list[tuple[int, Dim, Dim, int]] | None:
     """(axis, start, end, step) per sliced axis; starts/ends may be symbolic."""
     if ctx.version < 10:
         starts: Sequence[Dim] | None = op.attr("starts")
@@ -338,10 +345,14 @@ def _slice_len(dim: Dim, start: Dim, end: Dim, step: int, ctx: InferContext) -> 
         if isinstance(dim, int) or (isinstance(dim, str) and not is_unknown_symbol(dim)):
             ctx.assume(end, dim, "<=")
             return end  # [:S] of a buffer of D is S when S <= D
-    if start >= 0 and isinstance(end, int) and 0 <= start <= end and isinstance(dim, str):
-        if not is_unknown_symbol(dim):
-            ctx.assume(dim, end, ">=")
-            return end - start
+    if (
+        isinstance(end, int)
+        and 0 <= start <= end
+        and isinstance(dim, str)
+        and not (is_unknown_symbol(dim))
+    ):
+        ctx.assume(dim, end, ">=")
+        return end - start
     return None
 
 
@@ -383,8 +394,8 @@ def infer_reshape(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType 
         return [None]
     target: Sequence[Dim] | None
     if ctx.version < 5:
-        target = op.attr("shape")
-        target = None if target is None else [int(d) for d in target]
+        attr = op.attr("shape")
+        target = None if attr is None else [int(d) for d in attr]
     else:
         target = ctx.value(1)
     if target is None:
@@ -406,8 +417,9 @@ def infer_reshape(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType 
                 if t.shape is None:
                     out.append(None)
                     continue
-                raise ShapeError(f"shape {format_shape(target)} copies dim {i} of a rank-"
-                                 f"{len(t.shape)} input")
+                raise ShapeError(
+                    f"shape {format_shape(target)} copies dim {i} of a rank-{len(t.shape)} input"
+                )
             out.append(t.shape[i])
         elif isinstance(d, int) and d < -1:
             raise ShapeError(f"shape {format_shape(target)} has a negative dim {d}")
@@ -471,8 +483,9 @@ def infer_tile(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | N
         return [TensorType(t.dtype, (None,) * len(t.shape))]
     if len(repeats) != len(t.shape):
         raise ShapeError(f"{len(repeats)} repeats for a rank-{len(t.shape)} input")
-    return [TensorType(t.dtype, tuple(dim_mul(d, r) for d, r in zip(t.shape, repeats,
-                                                                      strict=True)))]
+    return [
+        TensorType(t.dtype, tuple(dim_mul(d, r) for d, r in zip(t.shape, repeats, strict=True)))
+    ]
 
 
 @shape_rule("ConstantOfShape", versions=schema_versions("ConstantOfShape"))
@@ -560,23 +573,23 @@ def _div(x: Dim, y: Dim) -> Dim:
     return dim_floordiv(x, y)  # dims are non-negative: floor is truncation
 
 
-def _static(fn: object) -> object:
+def _static(fn: Callable[[int, int], int | None]) -> Callable[[Dim, Dim], Dim]:
     def apply(x: Dim, y: Dim) -> Dim:
         if isinstance(x, int) and isinstance(y, int):
-            return fn(x, y)  # type: ignore[operator, no-any-return]
+            return fn(x, y)
         return None
 
     return apply
 
 
-_ARITH = {
+_ARITH: dict[str, Callable[[Dim, Dim], Dim]] = {
     "Add": dim_add,
     "Sub": dim_sub,
     "Mul": dim_mul,
     "Div": _div,
     "Mod": _static(lambda x, y: None if y == 0 else x % y),
-    "Max": lambda x, y: x if same_dim(x, y) else _static(max)(x, y),  # type: ignore[operator]
-    "Min": lambda x, y: x if same_dim(x, y) else _static(min)(x, y),  # type: ignore[operator]
+    "Max": lambda x, y: x if same_dim(x, y) else _static(max)(x, y),
+    "Min": lambda x, y: x if same_dim(x, y) else _static(min)(x, y),
     "Equal": lambda x, y: 1 if same_dim(x, y) else _static(lambda p, q: int(p == q))(x, y),
 }
 for _name, _fn in _ARITH.items():

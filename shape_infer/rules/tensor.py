@@ -15,6 +15,10 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from onnxforge import opset as schemas
+from onnxforge.errors import ShapeError
+from onnxforge.ir import Dim, DType, Op, TensorType, dtype_name
 from onnxforge.shape_infer.broadcast import format_shape
 from onnxforge.shape_infer.engine import shape_rule
 from onnxforge.shape_infer.symbolic import (
@@ -26,10 +30,6 @@ from onnxforge.shape_infer.symbolic import (
     is_unknown_symbol,
     same_dim,
 )
-
-from onnxforge import opset as schemas
-from onnxforge.errors import ShapeError
-from onnxforge.ir import Dim, DType, Op, TensorType, dtype_name
 
 if TYPE_CHECKING:
     from onnxforge.shape_infer.engine import InferContext

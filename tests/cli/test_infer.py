@@ -7,8 +7,9 @@ from pathlib import Path
 
 import onnx
 from onnx import parser
-from onnxforge.cli import app
 from typer.testing import CliRunner
+
+from onnxforge.cli import app
 
 runner = CliRunner()
 EXAMPLE = Path(__file__).parents[2] / "examples" / "tiny_convnet.onnx"
@@ -49,8 +50,11 @@ def test_infer_prints_a_table_without_output(tmp_path: Path) -> None:
 
 
 def test_infer_json_lists_values_assumptions_and_errors(tmp_path: Path) -> None:
-    path = _write(tmp_path, """<ir_version: 8, opset_import: ["" : 17]>
-    g (float[N, 3] a, float[M, 3] b) => (float[?, ?] y) { y = Sub(a, b) }""")
+    path = _write(
+        tmp_path,
+        """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 3] a, float[M, 3] b) => (float[?, ?] y) { y = Sub(a, b) }""",
+    )
     result = _invoke("infer", str(path), "--json")
     assert result.exit_code == 0
     report = json.loads(result.stdout)
@@ -62,11 +66,14 @@ def test_infer_json_lists_values_assumptions_and_errors(tmp_path: Path) -> None:
 
 
 def test_an_inconsistent_model_lists_every_error_and_writes_nothing(tmp_path: Path) -> None:
-    path = _write(tmp_path, """<ir_version: 8, opset_import: ["" : 17]>
+    path = _write(
+        tmp_path,
+        """<ir_version: 8, opset_import: ["" : 17]>
     g (float[2, 3] a, float[4, 5] b) => (float[?, ?] y, float[?, ?] z) {
         y = Add(a, b)
         z = MatMul(a, a)
-    }""")
+    }""",
+    )
     out = tmp_path / "out.onnx"
     result = _invoke("infer", str(path), "-o", str(out))
     assert result.exit_code == 1

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from onnxforge.shape_infer.broadcast import RULES, broadcast_shape
 
 from onnxforge.errors import ShapeError
 from onnxforge.ir import Dim
+from onnxforge.shape_infer.broadcast import RULES, broadcast_shape
 
 # Fixed examples: the same cases on every run, no example database in the repository.
 SETTINGS = settings(

@@ -110,11 +110,14 @@ def test_arithmetic_on_shape_elements_stays_symbolic() -> None:
 
 
 def test_a_reshape_that_cannot_hold_the_elements_is_an_error() -> None:
-    model = model_from_text(HEADER + """
+    model = model_from_text(
+        HEADER
+        + """
     g (float[2, 3] x) => (float[?] y) {
         t = Constant <value = int64[1] {5}> ()
         y = Reshape(x, t)
-    }""")
+    }"""
+    )
     report = infer(model)
     assert len(report.errors) == 1
     assert "cannot reshape [2,3] (6 elements) to [5]" in str(report.errors[0])

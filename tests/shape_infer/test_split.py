@@ -17,12 +17,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from onnx import helper, numpy_helper
-from onnxforge.shape_infer import InferReport, infer
-from onnxforge.shape_infer.engine import VALUE_RULES
-from onnxforge.shape_infer.symbolic import evaluate, is_unknown_symbol
 
 from onnxforge.io import from_proto
 from onnxforge.ir import DType, TensorType
+from onnxforge.shape_infer import InferReport, infer
+from onnxforge.shape_infer.engine import VALUE_RULES
+from onnxforge.shape_infer.symbolic import evaluate, is_unknown_symbol
 from onnxforge.testing import model_from_text
 
 F32 = DType.FLOAT

@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from onnx import helper
-from onnxforge.shape_infer import InferReport, infer
-from onnxforge.shape_infer.symbolic import evaluate, is_unknown_symbol
 
 from onnxforge import opset
 from onnxforge.io import from_proto
 from onnxforge.ir import DType, Model, TensorType
+from onnxforge.shape_infer import InferReport, infer
+from onnxforge.shape_infer.symbolic import evaluate, is_unknown_symbol
 from onnxforge.testing import model_from_text
 
 F16, F32, F64, BF16 = DType.FLOAT16, DType.FLOAT, DType.DOUBLE, DType.BFLOAT16
