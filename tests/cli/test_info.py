@@ -11,9 +11,10 @@ from pathlib import Path
 import onnx
 import pytest
 from onnx import TensorProto, helper
-from onnxforge.cli import app
 from suites import LIGHT_MODELS
 from typer.testing import CliRunner
+
+from onnxforge.cli import app
 
 runner = CliRunner()
 
