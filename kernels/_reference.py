@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import onnx
+from onnx.reference import ReferenceEvaluator
 from onnx.reference.ops import load_op
 
 from onnxforge.errors import KernelError
@@ -40,11 +42,19 @@ def run_reference(
 ) -> list[np.ndarray]:
     """Run ``op`` on arrays with onnx's reference implementation."""
     node = node_to_proto(op)
-    version = opsets.get(op.domain or "", None)
+    domain = "" if op.domain == "ai.onnx" else op.domain
     try:
-        cls = load_op(op.domain or "", op.op_type, version, node=node)
-        impl: Any = cls(node, {"log": lambda *a: None, "opsets": dict(opsets), "new_ops": None})
-        result = impl.run(*inputs)
+        if domain == "":
+            try:
+                cls = load_op("", op.op_type, opsets.get("", None), node=node)
+            except Exception:  # no Python implementation: defined by a function, or newer
+                result = _run_as_model(node, inputs, opsets)
+            else:
+                run_params = {"log": lambda *a: None, "opsets": dict(opsets), "new_ops": None}
+                impl: Any = cls(node, run_params)
+                result = impl.run(*inputs)
+        else:
+            result = _run_as_model(node, inputs, opsets)
     except Exception as e:  # onnx.reference raises whatever numpy raises
         raise KernelError(f"{op.describe()}: reference kernel failed: {e}") from None
     arrays = []
@@ -53,3 +63,28 @@ def run_reference(
             raise KernelError(f"{op.describe()}: gives a {type(r).__name__}, not a tensor")
         arrays.append(np.asarray(r))
     return arrays
+
+
+def _run_as_model(
+    node: onnx.NodeProto, inputs: Sequence[np.ndarray | None], opsets: Mapping[str, int]
+) -> list[Any]:
+    """One node as a model through ReferenceEvaluator: other domains (ai.onnx.ml, training)
+    and ops that onnx defines by a function body."""
+    names = [f"in{i}" if name else "" for i, name in enumerate(node.input)]
+    call = onnx.NodeProto()
+    call.CopyFrom(node)
+    del call.input[:]
+    call.input.extend(names)
+    outs = [f"out{i}" for i in range(len(node.output))]
+    del call.output[:]
+    call.output.extend(outs)
+    graph = onnx.helper.make_graph(
+        [call],
+        "one_node",
+        [onnx.helper.make_value_info(n, onnx.TypeProto()) for n in names if n],
+        [onnx.helper.make_value_info(n, onnx.TypeProto()) for n in outs],
+    )
+    imports = [onnx.helper.make_opsetid(d, v) for d, v in opsets.items()]
+    model = onnx.helper.make_model(graph, opset_imports=imports)
+    feeds = {n: a for n, a in zip(names, inputs, strict=False) if n}
+    return list(ReferenceEvaluator(model).run(None, feeds))

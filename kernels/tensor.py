@@ -1,0 +1,5 @@
+"""Numpy kernels: tensor ops."""
+
+from __future__ import annotations
+
+__all__: list[str] = []
