@@ -70,11 +70,11 @@ def _run(case: object) -> list[object]:
 def _compare(case: object, got: list[object]) -> list[str]:
     problems = []
     expected = case.data_sets[0][1]  # type: ignore[attr-defined]
-    for i, (want, have) in enumerate(zip(expected, got, strict=False)):
-        want = _feed(want)
+    for i, (stored, result) in enumerate(zip(expected, got, strict=False)):
+        want = _feed(stored)
         if not isinstance(want, np.ndarray):
             continue  # sequences, optionals
-        have = np.asarray(have)
+        have = np.asarray(result)
         if have.shape != want.shape:
             problems.append(f"output {i}: shape {have.shape}, expected {want.shape}")
             continue
