@@ -7,7 +7,7 @@ kernel for the op's schema version, or onnx's reference implementation when ther
 
 from __future__ import annotations
 
-__all__ = ["KERNELS", "Kernel", "has_kernel", "kernel", "run"]
+__all__ = ["KERNELS", "NONDETERMINISTIC", "Kernel", "has_kernel", "kernel", "run"]
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -19,6 +19,18 @@ from onnxforge.registry import OpRegistry
 
 Kernel = Callable[[Op, Sequence["np.ndarray | None"]], "list[np.ndarray]"]
 KERNELS: OpRegistry[Kernel] = OpRegistry("kernel")
+NONDETERMINISTIC = frozenset(
+    {
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+        "Multinomial",
+        "Bernoulli",
+        "Dropout",  # random in training mode; outputs a mask
+    }
+)
+"""Ops whose result is not a function of their inputs: never evaluated ahead of time."""
 
 
 def kernel(

@@ -6,7 +6,7 @@ ops (shape arithmetic on floats, window functions, OneHot with a constant depth)
 
 from __future__ import annotations
 
-__all__ = ["NONDETERMINISTIC", "run_reference"]
+__all__ = ["run_reference"]
 
 import logging
 from collections.abc import Mapping, Sequence
@@ -22,19 +22,6 @@ from onnxforge.io import node_to_proto
 from onnxforge.ir import Op
 
 logger = logging.getLogger(__name__)
-
-NONDETERMINISTIC = frozenset(
-    {
-        "RandomNormal",
-        "RandomNormalLike",
-        "RandomUniform",
-        "RandomUniformLike",
-        "Multinomial",
-        "Bernoulli",
-        "Dropout",  # random in training mode; outputs a mask
-    }
-)
-"""Ops whose result is not a function of their inputs: never evaluated ahead of time."""
 
 
 def run_reference(

@@ -506,6 +506,69 @@ class Graph:
         del self._ops[op]
         op._graph = None
 
+    def make_constant(self, op: Op, tensors: Sequence[Tensor | None]) -> None:
+        """Remove ``op``; each output with a tensor becomes an initializer holding it (its uses
+        and name stay). An output without one must be unused."""
+        outputs = list(op._outputs)
+        for value, tensor in zip(outputs, list(tensors) + [None] * len(outputs), strict=False):
+            if value is not None and tensor is None and self.is_used(value):
+                raise OnnxForgeError(f"{op.describe()}: output {value.name!r} is used")
+        self.nx.remove_node(op)
+        del self._ops[op]
+        op._graph = None
+        for value, tensor in zip(outputs, list(tensors) + [None] * len(outputs), strict=False):
+            if value is None:
+                continue
+            if tensor is None:
+                self.nx.remove_node(value)
+                continue
+            value.const = tensor
+            if not any(v is value for v in self.outputs):
+                value.type = None  # the tensor says it; no value_info for an initializer
+            self.initializers.append(value)
+
+    def remove_initializer(self, value: Value) -> None:
+        """Drop an initializer nothing reads any more."""
+        if self.is_used(value) or any(v is value for v in self.inputs):
+            raise OnnxForgeError(f"initializer {value.name!r} is still used")
+        self.initializers = [v for v in self.initializers if v is not value]
+        self.nx.remove_node(value)
+
+    def inline(self, op: Op, body: Graph) -> None:
+        """Replace ``op`` (an If whose branch is known) by the ops of ``body``.
+
+        Body values move into this graph (renamed where their name is taken elsewhere in the
+        model); the op's outputs are replaced by the body's, and an output that is a graph
+        output keeps its name through an Identity.
+        """
+        self.nx.remove_node(op)
+        del self._ops[op]
+        op._graph = None
+        root: Graph = self
+        while root.parent is not None:
+            root = root.parent
+        taken = root._all_names()
+        own = [v for v in body.values() if v._graph is body]
+        for value in own:
+            if value.name in taken:
+                value.name = self.fresh_name(value.name)
+            taken.add(value.name)
+        for value in own:
+            value._graph = self
+            self.nx.add_node(value)
+        self.initializers.extend(v for v in body.initializers if v.const is not None)
+        for inner in body.topo_order():
+            self._attach(inner, list(inner._inputs), list(inner._outputs))
+        for produced, result in zip(op._outputs, body.outputs, strict=False):
+            if produced is None:
+                continue
+            value = produced
+            if any(v is value for v in self.outputs):
+                self._attach(Op("Identity", name=self.fresh_name(value.name)), [result], [value])
+            else:
+                self.replace_all_uses(value, result)
+                self.nx.remove_node(value)
+
     def replace_all_uses(self, old: Value, new: Value) -> int:
         """Make every use of ``old`` (ops, nested subgraphs, graph outputs) read ``new``."""
         count = 0

@@ -2,4 +2,16 @@
 
 from __future__ import annotations
 
-__all__: list[str] = []
+__all__ = [
+    "DEFAULT_FOLD_LIMIT",
+    "PASSES",
+    "FoldConstantsPass",
+    "Pass",
+    "PassManager",
+    "PassResult",
+    "Report",
+    "register_pass",
+]
+
+from onnxforge.passes._infra import PASSES, Pass, PassManager, PassResult, Report, register_pass
+from onnxforge.passes.fold_constants import DEFAULT_FOLD_LIMIT, FoldConstantsPass

@@ -37,7 +37,8 @@ from onnxforge import ir
 from onnxforge import opset as schemas
 from onnxforge.errors import OnnxForgeError, ShapeError
 from onnxforge.ir import Dim, Graph, Model, Op, OpaqueType, Tensor, TensorType, Value
-from onnxforge.kernels._reference import NONDETERMINISTIC, run_reference
+from onnxforge.kernels import NONDETERMINISTIC
+from onnxforge.kernels._reference import run_reference
 from onnxforge.registry import OpRegistry
 from onnxforge.shape_infer.broadcast import format_shape
 from onnxforge.shape_infer.symbolic import UNKNOWN_PREFIX, is_unknown_symbol, same_dim

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from onnxforge.errors import InvalidModelError, OnnxForgeError
-from onnxforge.ir import Graph, Model, TensorType, problems, verify
+from onnxforge.ir import Graph, Model, Tensor, TensorType, problems, verify
 from onnxforge.testing import model_from_text
 
 CHAIN = """
@@ -130,3 +131,32 @@ def test_opset_accepts_both_spellings_of_the_default_domain() -> None:
     assert model.opset("") == 18 and model.opset("ai.onnx") == 18
     with pytest.raises(OnnxForgeError, match="com.microsoft"):
         model.opset("com.microsoft")
+
+
+def test_make_constant_turns_outputs_into_initializers_and_keeps_their_uses() -> None:
+    model = model_from_text("""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2] x) => (float[2] y) { c = Constant <value = float[2] {1, 2}> ()  y = Add(x, c) }""")
+    graph = model.graph
+    const_op = graph.ops[0]
+    (c,) = graph.outputs_of(const_op)
+    graph.make_constant(const_op, [Tensor.from_numpy(np.array([1, 2], np.float32))])
+    verify(model)
+    assert [op.op_type for op in graph.ops] == ["Add"]
+    assert c in graph.initializers and graph.consumers(c)[0][0].op_type == "Add"
+
+
+def test_inline_replaces_an_if_by_its_branch_and_keeps_output_names() -> None:
+    model = model_from_text("""<ir_version: 8, opset_import: ["" : 17]>
+    g (bool c, float[2] x) => (float[2] y) {
+        k = Neg(x)
+        y = If(c) <
+            then_branch = t () => (float[2] k2) { a = Abs(x)  k2 = Add(a, x) },
+            else_branch = e () => (float[2] b) { b = Identity(x) }
+        >
+    }""")
+    graph = model.graph
+    if_op = graph.ops[1]
+    graph.inline(if_op, if_op.attrs["then_branch"])
+    verify(model)
+    assert [op.op_type for op in graph.topo_order()] == ["Neg", "Abs", "Add", "Identity"]
+    assert [v.name for v in graph.outputs] == ["y"]

@@ -1,0 +1,138 @@
+"""Pass infrastructure: Pass, PassResult, the registry of named passes, and PassManager."""
+
+from __future__ import annotations
+
+__all__ = ["PASSES", "Pass", "PassManager", "PassResult", "Report", "register_pass"]
+
+import abc
+import logging
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from onnxforge import ir
+from onnxforge.errors import OnnxForgeError, PassError
+from onnxforge.ir import Model
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PassResult:
+    """What a pass did: the (same) model, whether it changed, counters by name."""
+
+    model: Model
+    modified: bool = False
+    stats: Counter[str] = field(default_factory=Counter)
+    details: dict[str, list[str]] = field(default_factory=dict)
+
+    def note(self, key: str, detail: str) -> None:
+        """Count ``key`` and keep ``detail`` (a node name) for --verbose."""
+        self.stats[key] += 1
+        self.details.setdefault(key, []).append(detail)
+
+
+class Pass(abc.ABC):
+    """One transformation with a stable kebab-case name; it edits the model in place."""
+
+    name: ClassVar[str]
+
+    def requires(self, model: Model) -> None:  # noqa: B027  (optional hook)
+        """Raise PreconditionError when the pass cannot work on ``model``."""
+
+    @abc.abstractmethod
+    def call(self, model: Model) -> PassResult: ...
+
+    def ensures(self, model: Model) -> None:  # noqa: B027  (optional hook)
+        """Raise PostconditionError when the pass left the model in a broken state."""
+
+    def __call__(self, model: Model) -> PassResult:
+        self.requires(model)
+        result = self.call(model)
+        self.ensures(result.model)
+        return result
+
+
+PASSES: dict[str, type[Pass]] = {}
+P = TypeVar("P", bound=type[Pass])
+
+
+def register_pass(cls: P) -> P:
+    """Make a pass available by its name (``--passes``)."""
+    if cls.name in PASSES:
+        raise OnnxForgeError(f"pass {cls.name!r} registered twice")
+    PASSES[cls.name] = cls
+    return cls
+
+
+@dataclass
+class Row:
+    pass_name: str
+    modified: bool
+    seconds: float
+    ops_before: int
+    ops_after: int
+    stats: dict[str, int]
+
+
+@dataclass
+class Report:
+    """One row per pass run, in order."""
+
+    rows: list[Row] = field(default_factory=list)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "pass": r.pass_name,
+                "modified": r.modified,
+                "seconds": round(r.seconds, 6),
+                "ops_before": r.ops_before,
+                "ops_after": r.ops_after,
+                "stats": r.stats,
+            }
+            for r in self.rows
+        ]
+
+
+def _count_ops(model: Model) -> int:
+    return sum(1 for _ in model.ops())
+
+
+class PassManager:
+    """Runs passes in order; ``verify_each`` checks the graph after every pass and names the
+    pass that broke it. A failure names the pass and the passes before it."""
+
+    def __init__(self, passes: Sequence[Pass], *, verify_each: bool = False) -> None:
+        self.passes = list(passes)
+        self.verify_each = verify_each
+        self.results: list[PassResult] = []
+
+    def run(self, model: Model) -> Report:
+        report = Report()
+        done: list[str] = []
+        for p in self.passes:
+            before = _count_ops(model)
+            start = time.perf_counter()
+            try:
+                result = p(model)
+                if self.verify_each:
+                    ir.verify(model)
+            except OnnxForgeError as e:
+                after = f" (after {', '.join(done)})" if done else ""
+                raise PassError(f"pass {p.name}{after}: {e}") from e
+            self.results.append(result)
+            report.rows.append(
+                Row(
+                    p.name,
+                    result.modified,
+                    time.perf_counter() - start,
+                    before,
+                    _count_ops(model),
+                    dict(result.stats),
+                )
+            )
+            done.append(p.name)
+        return report
