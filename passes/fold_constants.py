@@ -80,19 +80,24 @@ class FoldConstantsPass(Pass):
         if "ai.onnx" in opsets:
             opsets.setdefault("", opsets["ai.onnx"])
         declared = {v: v.type for g in model.graphs() for v in g.values()}
+        done = ("folded", "ifs_inlined", "constants")
+        last = PassResult(model)
         for _ in range(MAX_ROUNDS):
             infer(model)  # output sizes before any kernel runs
-            round_result = PassResult(model)
-            self._fold_graph(model.graph, opsets, round_result)
-            folded = sum(round_result.stats[k] for k in ("folded", "ifs_inlined", "constants"))
-            for key, count in round_result.stats.items():
-                if key in ("folded", "ifs_inlined", "constants") or not result.modified:
-                    result.stats[key] += count
-            for key, names in round_result.details.items():
-                result.details.setdefault(key, []).extend(names)
-            result.modified = result.modified or folded > 0
-            if not folded:
+            last = PassResult(model)
+            self._fold_graph(model.graph, opsets, last)
+            for key in done:
+                if last.stats[key]:
+                    result.stats[key] += last.stats[key]
+                    result.details.setdefault(key, []).extend(last.details[key])
+            if not any(last.stats[key] for key in done):
                 break
+            result.modified = True
+        # Refusals as the last round saw them: ops are revisited every round.
+        for key, count in last.stats.items():
+            if key not in done:
+                result.stats[key] = count
+                result.details[key] = last.details[key]
         # Folding adds no value_info: inferred types are put back as they were ("infer" adds).
         for graph in model.graphs():
             for value in graph.values():
