@@ -22,6 +22,7 @@ __all__ = [
     "dim_sub",
     "evaluate",
     "is_unknown_symbol",
+    "nonnegative",
     "parse",
     "same_dim",
     "to_dim",
@@ -241,6 +242,16 @@ def is_unknown_symbol(dim: Dim) -> bool:
 
 def _known(*dims: Dim) -> bool:
     return not any(is_unknown_symbol(d) for d in dims)
+
+
+def nonnegative(dim: Dim) -> bool:
+    """Provably >= 0: a static dim >= 0, or a sum of products of dim names with positive
+    coefficients (a dim is never negative)."""
+    if dim is None:
+        return False
+    if isinstance(dim, int):
+        return dim >= 0
+    return all(c > 0 or (not m and c >= 0) for m, c in parse(dim).terms.items())
 
 
 def same_dim(a: Dim, b: Dim) -> bool:

@@ -28,6 +28,7 @@ from onnxforge.shape_infer.symbolic import (
     dim_product,
     dim_sub,
     is_unknown_symbol,
+    nonnegative,
     same_dim,
 )
 
@@ -573,6 +574,19 @@ def _div(x: Dim, y: Dim) -> Dim:
     return dim_floordiv(x, y)  # dims are non-negative: floor is truncation
 
 
+def _equal(x: Dim, y: Dim) -> Dim:
+    """1 or 0 when known: a dim (>= 0) never equals a negative number (the -1 of Reshape)."""
+    if same_dim(x, y):
+        return 1
+    if isinstance(x, int) and isinstance(y, int):
+        return int(x == y)
+    if (isinstance(x, int) and x < 0 and nonnegative(y)) or (
+        isinstance(y, int) and y < 0 and nonnegative(x)
+    ):
+        return 0
+    return None
+
+
 def _static(fn: Callable[[int, int], int | None]) -> Callable[[Dim, Dim], Dim]:
     def apply(x: Dim, y: Dim) -> Dim:
         if isinstance(x, int) and isinstance(y, int):
@@ -590,7 +604,7 @@ _ARITH: dict[str, Callable[[Dim, Dim], Dim]] = {
     "Mod": _static(lambda x, y: None if y == 0 else x % y),
     "Max": lambda x, y: x if same_dim(x, y) else _static(max)(x, y),
     "Min": lambda x, y: x if same_dim(x, y) else _static(min)(x, y),
-    "Equal": lambda x, y: 1 if same_dim(x, y) else _static(lambda p, q: int(p == q))(x, y),
+    "Equal": lambda x, y: _equal(x, y),
 }
 for _name, _fn in _ARITH.items():
 

@@ -138,3 +138,28 @@ def test_float_shape_arithmetic_is_evaluated_with_small_constants() -> None:
         y = ConstantOfShape(shape)
     }""")
     assert t["y"].shape == (4,)
+
+
+def test_expand_through_the_where_equal_minus_one_pattern_of_exporters() -> None:
+    # torch.onnx (opset 11-13): Where(Equal(shape, -1 * ones), 1, shape) guards against -1.
+    _, t = _infer("""
+    g (bool[B, 1, S, S] m, float[B, S] x) => (bool[?, ?, ?, ?] y) {
+        sx = Shape(x)
+        i0 = Constant <value = int64 {0}> ()
+        i1 = Constant <value = int64 {1}> ()
+        b = Gather <axis = 0> (sx, i0)
+        s = Gather <axis = 0> (sx, i1)
+        axes = Constant <value = int64[1] {0}> ()
+        b1 = Unsqueeze(b, axes)
+        s1 = Unsqueeze(s, axes)
+        one = Constant <value = int64[1] {1}> ()
+        shape = Concat <axis = 0> (b1, one, s1, s1)
+        n = Shape(shape)
+        ones = ConstantOfShape <value = int64[1] {1}> (n)
+        minus = Constant <value = int64 {-1}> ()
+        neg = Mul(ones, minus)
+        eq = Equal(shape, neg)
+        target = Where(eq, ones, shape)
+        y = Expand(m, target)
+    }""")
+    assert t["y"].shape == ("B", 1, "S", "S")
