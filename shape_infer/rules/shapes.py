@@ -604,7 +604,7 @@ _ARITH: dict[str, Callable[[Dim, Dim], Dim]] = {
     "Mod": _static(lambda x, y: None if y == 0 else x % y),
     "Max": lambda x, y: x if same_dim(x, y) else _static(max)(x, y),
     "Min": lambda x, y: x if same_dim(x, y) else _static(min)(x, y),
-    "Equal": lambda x, y: _equal(x, y),
+    "Equal": _equal,
 }
 for _name, _fn in _ARITH.items():
 
