@@ -30,14 +30,14 @@ import numpy as np
 import onnx
 import pytest
 from onnx import helper
-from onnxforge.shape_infer import infer
-from onnxforge.shape_infer.symbolic import evaluate, parse
 from suites import LIGHT_MODELS
 
 from onnxforge import opset as schemas
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import load
 from onnxforge.ir import Dim, Model, OpaqueType, TensorType, Value
+from onnxforge.shape_infer import infer
+from onnxforge.shape_infer.symbolic import evaluate, parse
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -322,11 +322,13 @@ def analyse(source: Path) -> Analysis:
     result.assumptions = [str(a) for a in report.assumptions]
     missing: defaultdict[str, list[str]] = defaultdict(list)
     typed: dict[str, TensorType] = {}
+    not_tensors: dict[str, str] = {}
     for value in model.graph.values():
         if value.graph is not model.graph or value.const is not None:
             continue
         if isinstance(value.type, OpaqueType):
-            continue  # sequences, maps, optionals: not tensors
+            not_tensors[value.name] = str(value.type)  # sequences, maps, optionals: not tensors
+            continue
         if isinstance(value.type, TensorType) and value.type.shape is not None:
             typed[value.name] = value.type
         else:
@@ -337,11 +339,10 @@ def analyse(source: Path) -> Analysis:
     proto = onnx.load(source)
     feeds, bindings = _feeds(proto)
     observed = _observed(proto, feeds)
-    for name in observed.keys() - typed.keys():
-        if name not in feeds:
-            result.disagreements.append(
-                f"{name}: onnxruntime returns it, our model has no such value"
-            )
+    for name in sorted(observed.keys() - typed.keys() - feeds.keys()):
+        kind = not_tensors.get(name)
+        ours = f"ours is a {kind}" if kind else "our model has no such value"
+        result.disagreements.append(f"{name}: onnxruntime returns a tensor, {ours}")
     result.compared = len(observed.keys() & typed.keys())
     found, opaque = _compare(typed, observed, bindings)
     result.disagreements += found
