@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import re
 import warnings
 from collections import defaultdict
 from collections.abc import Mapping
@@ -48,6 +49,7 @@ DYNAMIC_SIZES = {0: 2, 1: 5}
 OTHER_SIZE = 3
 HAVE_TORCH = all(importlib.util.find_spec(m) for m in ("torch", "transformers"))
 RELATIONS = {"==": int.__eq__, "<=": int.__le__, ">=": int.__ge__}
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:]*")
 
 
 # -- the models ---------------------------------------------------------------------------------
@@ -246,8 +248,9 @@ def _observed(
 
 
 def _single_symbol(dim: str) -> bool:
+    """A lone name (``unk__3``, ``seq``), not an expression nor a ``floor(N/2)`` atom."""
     terms = parse(dim).terms
-    return len(terms) == 1 and all(len(m) == 1 and c == 1 for m, c in terms.items())
+    return list(terms.items()) == [((dim,), 1)] and _NAME.fullmatch(dim) is not None
 
 
 def _compare(
@@ -380,6 +383,38 @@ def _check_onnxruntime(source: Path) -> None:
     problems += result.disagreements
     problems += [f"assumption violated by the run: {v}" for v in result.violated]
     assert not problems, "\n".join(problems)
+
+
+# -- the comparison itself (the real models may leave some of its paths unused) ------------------
+def test_comparison_binds_each_unknown_once_and_evaluates_expressions_with_it() -> None:
+    f32 = 1
+    typed = {
+        "a": TensorType(f32, ("N", "unk__0", 4)),
+        "b": TensorType(f32, ("N+1", "2*unk__0", "ceil(N/3)")),
+        "c": TensorType(f32, ("unk__0*unk__1", "unk__1")),
+    }
+    observed = {"a": (7, 5, 4), "b": (8, 10, 3), "c": (15, 3)}
+    bindings = {"N": 7}
+    assert _compare(typed, observed, bindings) == ([], {})
+    assert bindings == {"N": 7, "unk__0": 5, "unk__1": 3}
+
+
+def test_comparison_reports_an_unknown_with_two_sizes_a_wrong_expression_and_a_rank() -> None:
+    f32 = 1
+    typed = {
+        "a": TensorType(f32, ("unk__0", 4)),
+        "b": TensorType(f32, ("unk__0", "N+1")),
+        "c": TensorType(f32, ("N",)),
+    }
+    observed = {"a": (2, 4), "b": (3, 6), "c": (7, 1)}
+    found, _ = _compare(typed, observed, {"N": 7})
+    assert found == [
+        "c: ours [N], onnxruntime [7, 1] (ranks differ)",
+        "b: ours [unk__0, N+1], onnxruntime [3, 6] (dim 0: unk__0 = 2 given unk__0=2 from a, "
+        "not 3)",
+        "b: ours [unk__0, N+1], onnxruntime [3, 6] (dim 1: N+1 = 8 given N=7 from the inputs, "
+        "not 6)",
+    ]
 
 
 # -- zoo models ---------------------------------------------------------------------------------
