@@ -546,6 +546,8 @@ def infer(model: Model, *, strict: bool = False) -> InferReport:
             value.type = t
     for graph in ir_graphs(model):
         for value in graph.values():
+            if value.graph is not graph:
+                continue  # captured from an enclosing graph: counted there
             if value.const is not None and value not in graph.inputs:
                 continue  # initializers carry their own type
             report.values += 1
