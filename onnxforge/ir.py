@@ -815,7 +815,8 @@ def _check_graph(
     for value in graph.outputs:
         if value not in visible:
             found.append(f"{where}: graph output {value.name!r} is never produced")
-    if not nx.is_directed_acyclic_graph(graph.nx):
+    # Stored in a topological order means acyclic; only an unsorted graph needs the search.
+    if not graph.is_sorted() and not nx.is_directed_acyclic_graph(graph.nx):
         on_cycle = {n for edge in nx.find_cycle(graph.nx) for n in edge[:2]}
         ops = [op.describe() for op in graph._ops if op in on_cycle]  # in file order
         found.append(f"{where}: cycle through {', '.join(ops)}")

@@ -36,7 +36,7 @@ import numpy as np
 from onnxforge import ir
 from onnxforge import opset as schemas
 from onnxforge.errors import OnnxForgeError, ShapeError
-from onnxforge.ir import Dim, Graph, Model, Op, OpaqueType, Tensor, TensorType, Value
+from onnxforge.ir import Dim, DType, Graph, Model, Op, OpaqueType, Tensor, TensorType, Value
 from onnxforge.kernels import NONDETERMINISTIC
 from onnxforge.kernels._reference import run_reference
 from onnxforge.registry import OpRegistry
@@ -55,6 +55,12 @@ SHAPE_RULES: OpRegistry[ShapeRule] = OpRegistry("shape rule")
 VALUE_RULES: OpRegistry[ValueRule] = OpRegistry("value rule")
 MAX_KNOWN_ELEMENTS = 1024
 """Integer tensors up to this size are propagated element by element."""
+INTEGER_DTYPES = frozenset(
+    {
+        DType.INT8, DType.INT16, DType.INT32, DType.INT64,
+        DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64,
+    }
+)  # fmt: skip
 MAX_FUNCTION_DEPTH = 64
 MAX_EVAL_INPUT_ELEMENTS = 4096
 MAX_EVAL_OUTPUT_ELEMENTS = 1 << 16
@@ -262,6 +268,11 @@ class _Engine:
     def known_of(self, value: Value) -> Known | None:
         if value in self.known:
             return self.known[value]
+        stored = value.const
+        if isinstance(stored, Tensor) and (
+            stored.size > MAX_KNOWN_ELEMENTS or stored.dtype not in INTEGER_DTYPES
+        ):
+            return None  # a weight: not worth reading
         array = self.const_of(value)
         if (
             array is not None
