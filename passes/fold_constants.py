@@ -47,6 +47,8 @@ class FoldConstantsPass(Pass):
        random, excluded, control flow, of a custom domain, or would make a constant larger
        than ``limit_bytes`` and than its inputs together (checked on the inferred shape
        before the kernel runs). Each decision not to fold is counted by reason.
+    4. An op whose outputs inference computed element by element (Shape of a tensor with a
+       static shape, the Gather/Concat/arithmetic on it) becomes constants too.
 
     Initializers that are also graph inputs are defaults a caller may override: never folded.
     Subgraphs are folded too, including ops that read constants of enclosing graphs.
@@ -73,6 +75,7 @@ class FoldConstantsPass(Pass):
         self.limit_bytes = limit_bytes
         self.exclude = frozenset(exclude)
         self.should_fold = should_fold
+        self.static: dict[Value, tuple[int, ...]] = {}
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
@@ -83,7 +86,7 @@ class FoldConstantsPass(Pass):
         done = ("folded", "ifs_inlined", "constants")
         last = PassResult(model)
         for _ in range(MAX_ROUNDS):
-            infer(model)  # output sizes before any kernel runs
+            self.static = infer(model).static_values  # sizes before any kernel runs
             last = PassResult(model)
             self._fold_graph(model.graph, opsets, last)
             for key in done:
@@ -150,6 +153,7 @@ class FoldConstantsPass(Pass):
         for value in inputs:
             array = self._constant(value)
             if value is not None and array is None:
+                self._try_fold_computed(graph, op, result)
                 return  # not a candidate
             arrays.append(array)
         reason = self._refusal(op, graph, inputs, opsets)
@@ -169,8 +173,38 @@ class FoldConstantsPass(Pass):
                 continue
             t = value.type
             dtype = t.dtype if isinstance(t, TensorType) and t.dtype else None
-            tensors.append(Tensor.from_numpy(np.ascontiguousarray(array), dtype))
+            # np.require, not np.ascontiguousarray: that one turns a scalar into shape (1,).
+            tensors.append(Tensor.from_numpy(np.require(array, requirements="C"), dtype))
         label = _label(graph, op)
+        graph.make_constant(op, tensors)
+        self._drop_unused(graph, inputs)
+        result.note("folded", label)
+
+    def _try_fold_computed(self, graph: Graph, op: Op, result: PassResult) -> None:
+        """Case 4: outputs whose elements inference computed (Shape of a static tensor and the
+        arithmetic on it) become constants although the op's inputs are not constant."""
+        if op.op_type in kernels.NONDETERMINISTIC or self.should_fold(op) is False:
+            return
+        if op.op_type in self.exclude or any(True for _ in op.subgraphs()):
+            return
+        tensors: list[Tensor | None] = []
+        for value in graph.outputs_of(op):
+            if value is None:
+                tensors.append(None)
+                continue
+            known = self.static.get(value)
+            t = value.type
+            if known is None or not isinstance(t, TensorType) or t.shape is None:
+                return
+            if not all(isinstance(d, int) for d in t.shape) or len(t.shape) > 1:
+                return
+            dtype = DType(t.dtype).numpy
+            if dtype is None or dtype.kind not in "iub":
+                return
+            array = np.array(known, dtype=dtype).reshape(tuple(int(d) for d in t.shape))  # type: ignore[arg-type]
+            tensors.append(Tensor.from_numpy(array, t.dtype))
+        label = _label(graph, op)
+        inputs = graph.inputs_of(op)
         graph.make_constant(op, tensors)
         self._drop_unused(graph, inputs)
         result.note("folded", label)

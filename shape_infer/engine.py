@@ -122,6 +122,9 @@ class InferReport:
     notes: list[str] = field(default_factory=list)
     values: int = 0
     typed: int = 0
+    static_values: dict[Value, tuple[int, ...]] = field(default_factory=dict)
+    """Small integer tensors whose every element inference computed (Shape of a static
+    tensor, arithmetic on it): what folding may turn into constants without running an op."""
 
     @property
     def ok(self) -> bool:
@@ -334,6 +337,10 @@ class _Engine:
                 label = f"{op.op_type}-{version}"
                 ctx = InferContext(self, scope, op, version)
                 results = self.run_rule(op, ctx, in_types, opset, domain)
+                for value in outputs:
+                    self.known.pop(value, None)  # a body inferred again (Loop) starts afresh
+                    if value is not None:
+                        self.consts.pop(value, None)
                 value_fn = VALUE_RULES.find(op.op_type, opset, domain)
                 if value_fn is not None:
                     for value, known in zip(outputs, value_fn(op, ctx), strict=False):
@@ -551,6 +558,11 @@ def infer(model: Model, *, strict: bool = False) -> InferReport:
         scope.opsets.setdefault("", scope.opsets["ai.onnx"])
     engine.infer_graph(scope)
     report = engine.report
+    report.static_values = {
+        v: tuple(k)  # type: ignore[arg-type]
+        for v, k in engine.known.items()
+        if all(isinstance(d, int) for d in k)
+    }
     for value, t in types.items():
         # Initializers keep their own type; value_info is written only where it says something.
         if t is not None and (value.const is None or value.type is not None):

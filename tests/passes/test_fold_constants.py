@@ -272,3 +272,36 @@ def test_folding_a_loaded_file_never_changes_it(tmp_path: Path) -> None:
     _fold(loaded)
     save(loaded, tmp_path / "out.onnx")
     assert path.read_bytes() == before
+
+
+def test_folded_scalars_stay_scalars() -> None:
+    model = model_from_text(HEADER + """
+    g (int64[2] x) => (int64[?] y) {
+        v = Constant <value = int64[1] {256}> ()
+        a = Constant <value = int64[1] {0}> ()
+        s = Squeeze(v, a)
+        u = Unsqueeze(s, a)
+        y = Concat <axis = 0> (x, u)
+    }""")
+    _fold(model)
+    (u,) = [v for v in model.graph.initializers if v.name == "u"]
+    assert u.const.numpy().shape == (1,)
+    assert run_onnxruntime(model, {"x": np.array([1, 2])})[0].tolist() == [1, 2, 256]
+
+
+def test_shape_of_a_static_tensor_folds_without_running_anything() -> None:
+    model = model_from_text(HEADER + """
+    g (float[N, 3, 4] x) => (float[?, ?] y) {
+        s = Shape(x)
+        i = Constant <value = int64[2] {1, 2}> ()
+        d = Gather <axis = 0> (s, i)
+        p = ReduceProd <keepdims = 1> (d)
+        m = Constant <value = int64[1] {-1}> ()
+        t = Concat <axis = 0> (m, p)
+        y = Reshape(x, t)
+    }""")
+    stats = _fold(model)
+    assert _ops(model) == ["Shape", "Reshape"] or _ops(model) == ["Reshape"]
+    assert stats["folded"] >= 3
+    x = np.ones((2, 3, 4), np.float32)
+    assert run_onnxruntime(model, {"x": x})[0].shape == (2, 12)
