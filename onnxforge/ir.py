@@ -412,7 +412,21 @@ class Graph:
 
     def captures(self) -> set[Value]:
         """Outer values read by this subgraph (or by subgraphs nested in it)."""
-        return {v for v in self.values() if v._graph is not self}
+        return {
+            v
+            for v in self.values()
+            if v._graph is not self and (self.nx.succ.get(v) or any(o is v for o in self.outputs))
+        }
+
+    def refresh_captures(self, op: Op) -> None:
+        """Drop capture edges of ``op`` whose value its subgraphs no longer read."""
+        wanted: set[Value] = set()
+        for sub in op.subgraphs():
+            wanted |= sub.captures()
+        for value, keys in list(self.nx.pred[op].items()):
+            for key in list(keys):
+                if isinstance(key, tuple) and value not in wanted:
+                    self.nx.remove_edge(value, op, key=key)
 
     def is_used(self, value: Value) -> bool:
         """Read by an op, a subgraph or as a graph output."""

@@ -49,6 +49,7 @@ class FoldConstantsPass(Pass):
        before the kernel runs). Each decision not to fold is counted by reason.
     4. An op whose outputs inference computed element by element (Shape of a tensor with a
        static shape, the Gather/Concat/arithmetic on it) becomes constants too.
+    5. Identity of a constant: its readers read the constant (no copy, whatever its size).
 
     Initializers that are also graph inputs are defaults a caller may override: never folded.
     Subgraphs are folded too, including ops that read constants of enclosing graphs.
@@ -156,6 +157,9 @@ class FoldConstantsPass(Pass):
                 self._try_fold_computed(graph, op, result)
                 return  # not a candidate
             arrays.append(array)
+        if op.op_type == "Identity" and op.domain in ("", "ai.onnx") and self._alias(graph, op):
+            result.note("folded", _label(graph, op))
+            return
         reason = self._refusal(op, graph, inputs, opsets)
         if reason is not None:
             result.note(f"not_folded.{reason}", _label(graph, op))
@@ -179,6 +183,18 @@ class FoldConstantsPass(Pass):
         graph.make_constant(op, tensors)
         self._drop_unused(graph, inputs)
         result.note("folded", label)
+
+    @staticmethod
+    def _alias(graph: Graph, op: Op) -> bool:
+        """Case 5: readers of Identity(constant) read the constant itself: no copy is made,
+        however large. An output of the graph keeps its name and stays an Identity."""
+        (out,) = graph.outputs_of(op)
+        source = graph.inputs_of(op)[0]
+        if out is None or source is None or any(v is out for v in graph.outputs):
+            return False
+        graph.replace_all_uses(out, source)
+        graph.remove_op(op)
+        return True
 
     def _try_fold_computed(self, graph: Graph, op: Op, result: PassResult) -> None:
         """Case 4: outputs whose elements inference computed (Shape of a static tensor and the

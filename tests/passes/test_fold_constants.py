@@ -275,14 +275,17 @@ def test_folding_a_loaded_file_never_changes_it(tmp_path: Path) -> None:
 
 
 def test_folded_scalars_stay_scalars() -> None:
-    model = model_from_text(HEADER + """
+    model = model_from_text(
+        HEADER
+        + """
     g (int64[2] x) => (int64[?] y) {
         v = Constant <value = int64[1] {256}> ()
         a = Constant <value = int64[1] {0}> ()
         s = Squeeze(v, a)
         u = Unsqueeze(s, a)
         y = Concat <axis = 0> (x, u)
-    }""")
+    }"""
+    )
     _fold(model)
     (u,) = [v for v in model.graph.initializers if v.name == "u"]
     assert u.const.numpy().shape == (1,)
@@ -290,7 +293,9 @@ def test_folded_scalars_stay_scalars() -> None:
 
 
 def test_shape_of_a_static_tensor_folds_without_running_anything() -> None:
-    model = model_from_text(HEADER + """
+    model = model_from_text(
+        HEADER
+        + """
     g (float[N, 3, 4] x) => (float[?, ?] y) {
         s = Shape(x)
         i = Constant <value = int64[2] {1, 2}> ()
@@ -299,9 +304,37 @@ def test_shape_of_a_static_tensor_folds_without_running_anything() -> None:
         m = Constant <value = int64[1] {-1}> ()
         t = Concat <axis = 0> (m, p)
         y = Reshape(x, t)
-    }""")
+    }"""
+    )
     stats = _fold(model)
     assert _ops(model) == ["Shape", "Reshape"] or _ops(model) == ["Reshape"]
     assert stats["folded"] >= 3
     x = np.ones((2, 3, 4), np.float32)
     assert run_onnxruntime(model, {"x": x})[0].shape == (2, 12)
+
+
+def test_identity_of_a_shared_weight_is_bypassed_not_copied() -> None:
+    w = numpy_helper.from_array(np.ones((128, 64), np.float32), "w")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Identity", ["w"], ["w_copy"]),
+            helper.make_node("MatMul", ["x", "w_copy"], ["a"]),
+            helper.make_node("Gather", ["w", "ids"], ["b"]),
+        ],
+        "g",
+        [
+            helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 128]),
+            helper.make_tensor_value_info("ids", onnx.TensorProto.INT64, [3]),
+        ],
+        [
+            helper.make_tensor_value_info("a", onnx.TensorProto.FLOAT, [2, 64]),
+            helper.make_tensor_value_info("b", onnx.TensorProto.FLOAT, [3, 64]),
+        ],
+        [w],
+    )
+    model = from_proto(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    )
+    assert _fold(model) == {"folded": 1}
+    assert _ops(model) == ["MatMul", "Gather"]
+    assert [v.name for v in model.graph.initializers] == ["w"]
