@@ -338,8 +338,8 @@ class _Engine:
                 ctx = InferContext(self, scope, op, version)
                 results = self.run_rule(op, ctx, in_types, opset, domain)
                 for value in outputs:
-                    self.known.pop(value, None)  # a body inferred again (Loop) starts afresh
-                    if value is not None:
+                    if value is not None:  # a body inferred again (Loop) starts afresh
+                        self.known.pop(value, None)
                         self.consts.pop(value, None)
                 value_fn = VALUE_RULES.find(op.op_type, opset, domain)
                 if value_fn is not None:
