@@ -16,12 +16,7 @@ from rich.text import Text
 from onnxforge.cli._app import app, fail_on_errors, stderr, stdout
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import load, save
-from onnxforge.passes import (
-    DEFAULT_FOLD_LIMIT,
-    EliminateDeadCodePass,
-    FoldConstantsPass,
-    PassManager,
-)
+from onnxforge.passes import DEFAULT_FOLD_LIMIT, fold_pipeline
 from onnxforge.passes.fold_constants import parse_size
 from onnxforge.summary import summarize
 
@@ -62,9 +57,7 @@ def fold(
         loaded = load(model)
         before = summarize(loaded)
         start = time.perf_counter()
-        manager = PassManager(
-            [FoldConstantsPass(limit_bytes=limit, exclude=excluded), EliminateDeadCodePass()]
-        )
+        manager = fold_pipeline(limit_bytes=limit, exclude=excluded)
         with stderr.status("folding constants"):
             manager.run(loaded)
         seconds = time.perf_counter() - start

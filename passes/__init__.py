@@ -11,9 +11,20 @@ __all__ = [
     "PassManager",
     "PassResult",
     "Report",
+    "fold_pipeline",
     "register_pass",
 ]
 
 from onnxforge.passes._infra import PASSES, Pass, PassManager, PassResult, Report, register_pass
 from onnxforge.passes.eliminate_dead_code import EliminateDeadCodePass
 from onnxforge.passes.fold_constants import DEFAULT_FOLD_LIMIT, FoldConstantsPass
+
+
+def fold_pipeline(
+    *, limit_bytes: int = DEFAULT_FOLD_LIMIT, exclude: frozenset[str] | set[str] = frozenset()
+) -> PassManager:
+    """What `onnxforge fold` runs: fold-constants, then eliminate-dead-code for what folding
+    left unread (the Shape whose Gather became a constant)."""
+    return PassManager(
+        [FoldConstantsPass(limit_bytes=limit_bytes, exclude=exclude), EliminateDeadCodePass()]
+    )
