@@ -7,7 +7,7 @@ kernel for the op's schema version, or onnx's reference implementation when ther
 
 from __future__ import annotations
 
-__all__ = ["KERNELS", "NONDETERMINISTIC", "Kernel", "has_kernel", "kernel", "run"]
+__all__ = ["KERNELS", "NONDETERMINISTIC", "Kernel", "kernel", "run"]
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -38,11 +38,6 @@ def kernel(
 ) -> Callable[[Kernel], Kernel]:
     """Register a numpy kernel for the listed schema versions (``since_version``s)."""
     return KERNELS.register(op_types, versions, domain=domain)
-
-
-def has_kernel(op: Op, opsets: Mapping[str, int]) -> bool:
-    domain = "" if op.domain == "ai.onnx" else op.domain
-    return domain in opsets and KERNELS.find(op.op_type, opsets[domain], domain) is not None
 
 
 def run(

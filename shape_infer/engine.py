@@ -41,7 +41,7 @@ from onnxforge.kernels import NONDETERMINISTIC
 from onnxforge.kernels._reference import run_reference
 from onnxforge.registry import OpRegistry
 from onnxforge.shape_infer.broadcast import format_shape
-from onnxforge.shape_infer.symbolic import UNKNOWN_PREFIX, is_unknown_symbol, same_dim
+from onnxforge.shape_infer.symbolic import UNKNOWN_PREFIX, is_unknown_symbol
 
 logger = logging.getLogger(__name__)
 
@@ -567,7 +567,7 @@ def infer(model: Model, *, strict: bool = False) -> InferReport:
         # Initializers keep their own type; value_info is written only where it says something.
         if t is not None and (value.const is None or value.type is not None):
             value.type = t
-    for graph in ir_graphs(model):
+    for graph in model.graphs(functions=False):
         for value in graph.values():
             if value.graph is not graph:
                 continue  # captured from an enclosing graph: counted there
@@ -586,11 +586,3 @@ def _walk(graph: Graph) -> Iterable[Graph]:
     for op in graph.ops:
         for sub in op.subgraphs():
             yield from _walk(sub)
-
-
-def ir_graphs(model: Model) -> Iterable[Graph]:
-    return model.graphs(functions=False)
-
-
-def same_shape(a: Sequence[Dim], b: Sequence[Dim]) -> bool:
-    return len(a) == len(b) and all(same_dim(x, y) for x, y in zip(a, b, strict=True))
