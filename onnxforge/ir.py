@@ -25,8 +25,10 @@ __all__ = [
     "Tensor",
     "TensorType",
     "Value",
+    "constant_tensor",
     "problems",
     "verify",
+    "walk_graphs",
 ]
 
 import enum
@@ -746,7 +748,7 @@ class Model:
         """The main graph, every subgraph in it, then function bodies and their subgraphs."""
         roots = [self.graph] + ([f.graph for f in self.functions] if functions else [])
         for root in roots:
-            yield from _walk_graphs(root)
+            yield from walk_graphs(root)
 
     def ops(self) -> Iterator[tuple[Graph, Op]]:
         """Every (graph, op) pair of ``graphs()``."""
@@ -768,11 +770,29 @@ class Model:
         return to_proto(self)
 
 
-def _walk_graphs(graph: Graph) -> Iterator[Graph]:
+def walk_graphs(graph: Graph) -> Iterator[Graph]:
+    """``graph`` and every subgraph nested in it, parents before their bodies."""
     yield graph
     for op in graph._ops:
         for sub in op.subgraphs():
-            yield from _walk_graphs(sub)
+            yield from walk_graphs(sub)
+
+
+def constant_tensor(op: Op) -> Tensor | None:
+    """The tensor a Constant op defines (value, value_int(s), value_float(s)); None for the
+    string and sparse forms."""
+    for key, value in op.attrs.items():
+        if key == "value" and isinstance(value, Tensor):
+            return value
+        if key == "value_int":
+            return Tensor.from_numpy(np.array(int(value), dtype=np.int64))
+        if key == "value_ints":
+            return Tensor.from_numpy(np.array([int(v) for v in value], dtype=np.int64))
+        if key == "value_float":
+            return Tensor.from_numpy(np.array(float(value), dtype=np.float32))
+        if key == "value_floats":
+            return Tensor.from_numpy(np.array([float(v) for v in value], dtype=np.float32))
+    return None
 
 
 # -- invariants ------------------------------------------------------------------------------

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-__all__ = ["PASSES", "Pass", "PassManager", "PassResult", "Report", "register_pass"]
+__all__ = [
+    "PASSES",
+    "Pass",
+    "PassManager",
+    "PassResult",
+    "Report",
+    "node_label",
+    "register_pass",
+]
 
 import abc
 import logging
@@ -14,7 +22,7 @@ from typing import Any, ClassVar, TypeVar
 
 from onnxforge import ir
 from onnxforge.errors import OnnxForgeError, PassError
-from onnxforge.ir import Model
+from onnxforge.ir import Model, Op
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +61,14 @@ class Pass(abc.ABC):
         result = self.call(model)
         self.ensures(result.model)
         return result
+
+
+def node_label(op: Op) -> str:
+    """The node's name, or what it produces when it has none (for --verbose)."""
+    if op.name:
+        return op.name
+    first = next((v.name for v in op._outputs if v is not None), "?")
+    return f"{op.op_type} -> {first}"
 
 
 PASSES: dict[str, type[Pass]] = {}

@@ -8,7 +8,7 @@ import logging
 from typing import ClassVar
 
 from onnxforge.ir import Graph, Model, Op
-from onnxforge.passes._infra import Pass, PassResult, register_pass
+from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +38,7 @@ class EliminateDeadCodePass(Pass):
     def _sweep(self, graph: Graph, result: PassResult) -> None:
         for op in reversed(graph.topo_order()):
             if self._dead(graph, op):
-                first = next((v.name for v in op._outputs if v is not None), "?")
-                name = op.name or f"{op.op_type} -> {first}"
+                name = node_label(op)
                 graph.remove_op(op)  # its inputs' producers come later in this reverse order
                 result.note("ops_removed", name)
         for value in list(graph.initializers):

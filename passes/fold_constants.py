@@ -14,8 +14,8 @@ import numpy as np
 
 from onnxforge import kernels
 from onnxforge.errors import KernelError, OnnxForgeError
-from onnxforge.ir import DType, Graph, Model, Op, Tensor, TensorType, Value
-from onnxforge.passes._infra import Pass, PassResult, register_pass
+from onnxforge.ir import DType, Graph, Model, Op, Tensor, TensorType, Value, constant_tensor
+from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
 from onnxforge.shape_infer import infer
 
 logger = logging.getLogger(__name__)
@@ -122,11 +122,10 @@ class FoldConstantsPass(Pass):
                     branch = op.attrs[
                         "then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"
                     ]
-                    label = _label(graph, op)
+                    label = node_label(op)
                     graph.inline(op, branch)
                     self._drop_unused(graph, [graph.inputs_of(op)[0]])
-                    op.name = label
-                    result.note("ifs_inlined", op.name)
+                    result.note("ifs_inlined", label)
                     continue
             for sub in op.subgraphs():
                 self._fold_graph(sub, opsets, result)
@@ -142,12 +141,11 @@ class FoldConstantsPass(Pass):
 
     def _try_fold(self, graph: Graph, op: Op, opsets: dict[str, int], result: PassResult) -> None:
         if op.op_type == "Constant" and op.domain in ("", "ai.onnx"):
-            tensor = _constant_tensor(op)
+            tensor = constant_tensor(op)
             if tensor is not None:
-                label = _label(graph, op)
+                label = node_label(op)
                 graph.make_constant(op, [tensor])
-                op.name = label
-                result.note("constants", op.name)
+                result.note("constants", label)
             return
         inputs = graph.inputs_of(op)
         if not inputs:
@@ -164,20 +162,20 @@ class FoldConstantsPass(Pass):
                 return  # not a candidate
             arrays.append(array)
         if defaults:
-            result.note("not_folded.graph_input", _label(graph, op))
+            result.note("not_folded.graph_input", node_label(op))
             return
         if op.op_type == "Identity" and op.domain in ("", "ai.onnx") and self._alias(graph, op):
-            result.note("folded", _label(graph, op))
+            result.note("folded", node_label(op))
             return
         reason = self._refusal(op, graph, inputs, opsets)
         if reason is not None:
-            result.note(f"not_folded.{reason}", _label(graph, op))
+            result.note(f"not_folded.{reason}", node_label(op))
             return
         try:
             outputs = kernels.run(op, arrays, opsets)
         except (KernelError, OnnxForgeError) as e:
             logger.info("not folding %s: %s", op.describe(), e)
-            result.note("not_folded.kernel_error", _label(graph, op))
+            result.note("not_folded.kernel_error", node_label(op))
             return
         tensors: list[Tensor | None] = []
         for value, array in zip(graph.outputs_of(op), outputs, strict=False):
@@ -188,7 +186,7 @@ class FoldConstantsPass(Pass):
             dtype = t.dtype if isinstance(t, TensorType) and t.dtype else None
             # np.require, not np.ascontiguousarray: that one turns a scalar into shape (1,).
             tensors.append(Tensor.from_numpy(np.require(array, requirements="C"), dtype))
-        label = _label(graph, op)
+        label = node_label(op)
         graph.make_constant(op, tensors)
         self._drop_unused(graph, inputs)
         result.note("folded", label)
@@ -228,7 +226,7 @@ class FoldConstantsPass(Pass):
                 return
             array = np.array(known, dtype=dtype).reshape(tuple(int(d) for d in t.shape))  # type: ignore[arg-type]
             tensors.append(Tensor.from_numpy(array, t.dtype))
-        label = _label(graph, op)
+        label = node_label(op)
         inputs = graph.inputs_of(op)
         graph.make_constant(op, tensors)
         self._drop_unused(graph, inputs)
@@ -293,14 +291,6 @@ def _freed_bytes(graph: Graph, op: Op, inputs: list[Value | None]) -> int:
     return freed
 
 
-def _label(graph: Graph, op: Op) -> str:
-    """The node's name, or what it produces when it has none (for --verbose)."""
-    if op.name:
-        return op.name
-    first = next((v.name for v in graph.outputs_of(op) if v is not None), "?")
-    return f"{op.op_type} -> {first}"
-
-
 def _nbytes(t: object) -> int | None:
     if not isinstance(t, TensorType) or t.shape is None:
         return None
@@ -316,18 +306,3 @@ def _nbytes(t: object) -> int | None:
     for d in t.shape:
         count *= int(d)  # type: ignore[arg-type]
     return (count * bits + 7) // 8
-
-
-def _constant_tensor(op: Op) -> Tensor | None:
-    for key, value in op.attrs.items():
-        if key == "value" and isinstance(value, Tensor):
-            return value
-        if key == "value_int":
-            return Tensor.from_numpy(np.array(int(value), dtype=np.int64))
-        if key == "value_ints":
-            return Tensor.from_numpy(np.array([int(v) for v in value], dtype=np.int64))
-        if key == "value_float":
-            return Tensor.from_numpy(np.array(float(value), dtype=np.float32))
-        if key == "value_floats":
-            return Tensor.from_numpy(np.array([float(v) for v in value], dtype=np.float32))
-    return None  # value_string(s), sparse_value: left as they are

@@ -13,6 +13,7 @@ outputs stay unknown, and the report lists all of them at once.
 from __future__ import annotations
 
 __all__ = [
+    "INTEGER_DTYPES",
     "VALUE_RULES",
     "Assumption",
     "InferContext",
@@ -444,7 +445,7 @@ class _Engine:
             body.types[value] = t
         given = {**function.attribute_defaults, **op.attrs}
         bound: list[tuple[Op, dict[str, Any]]] = []
-        for graph in _walk(function.graph):
+        for graph in ir.walk_graphs(function.graph):
             for inner in graph.ops:
                 if any(isinstance(v, ir.AttrRef) for v in inner.attrs.values()):
                     bound.append((inner, inner.attrs))
@@ -579,10 +580,3 @@ def infer(model: Model, *, strict: bool = False) -> InferReport:
     if strict and report.errors:
         raise ShapeError("\n".join(map(str, report.errors)))
     return report
-
-
-def _walk(graph: Graph) -> Iterable[Graph]:
-    yield graph
-    for op in graph.ops:
-        for sub in op.subgraphs():
-            yield from _walk(sub)

@@ -15,10 +15,16 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from onnxforge.errors import ShapeError
-from onnxforge.ir import Dim, DType, Op, Tensor, TensorType
+from onnxforge.ir import Dim, DType, Op, Tensor, TensorType, constant_tensor
 from onnxforge.opset import schema_versions
 from onnxforge.shape_infer.broadcast import broadcast_shape, format_shape
-from onnxforge.shape_infer.engine import InferContext, Known, shape_rule, value_rule
+from onnxforge.shape_infer.engine import (
+    INTEGER_DTYPES,
+    InferContext,
+    Known,
+    shape_rule,
+    value_rule,
+)
 from onnxforge.shape_infer.symbolic import (
     dim_add,
     dim_ceildiv,
@@ -33,18 +39,6 @@ from onnxforge.shape_infer.symbolic import (
 )
 
 Inputs = Sequence[TensorType | None]
-INT_DTYPES = frozenset(
-    {
-        DType.INT64,
-        DType.INT32,
-        DType.INT16,
-        DType.INT8,
-        DType.UINT64,
-        DType.UINT32,
-        DType.UINT16,
-        DType.UINT8,
-    }
-)
 BIG = 1 << 62  # ends at or past this mean "to the end"
 
 
@@ -114,24 +108,10 @@ def size_value(op: Op, ctx: InferContext) -> list[Known | None]:
 
 
 # -- Constant, Identity, Cast -----------------------------------------------------------------
-def _constant_array(op: Op) -> np.ndarray | None:
-    for key, value in op.attrs.items():
-        if key == "value" and isinstance(value, Tensor):
-            return value.numpy()
-        if key == "value_int":
-            return np.array(int(value), dtype=np.int64)
-        if key == "value_ints":
-            return np.array([int(v) for v in value], dtype=np.int64)
-        if key == "value_float":
-            return np.array(float(value), dtype=np.float32)
-        if key == "value_floats":
-            return np.array([float(v) for v in value], dtype=np.float32)
-    return None
-
-
 @value_rule("Constant", versions=schema_versions("Constant"))
 def constant_value(op: Op, ctx: InferContext) -> list[Known | None]:
-    array = _constant_array(op)
+    tensor = constant_tensor(op)
+    array = None if tensor is None else tensor.numpy()
     outputs = ctx.scope.graph.outputs_of(op)
     if array is not None and outputs and outputs[0] is not None:
         ctx.engine.consts[outputs[0]] = array  # later rules read it through ctx.const
@@ -147,7 +127,7 @@ def identity_value(op: Op, ctx: InferContext) -> list[Known | None]:
 
 @value_rule("Cast", versions=schema_versions("Cast"))
 def cast_value(op: Op, ctx: InferContext) -> list[Known | None]:
-    return [ctx.value(0) if op.attr("to") in INT_DTYPES else None]
+    return [ctx.value(0) if op.attr("to") in INTEGER_DTYPES else None]
 
 
 @shape_rule("Cast", versions=schema_versions("Cast"))
