@@ -49,9 +49,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from onnxforge.errors import KernelError, ShapeError
+from onnxforge.errors import ShapeError
 from onnxforge.ir import DType, Op
 from onnxforge.kernels import kernel
+from onnxforge.kernels._common import fail
 from onnxforge.shape_infer.broadcast import broadcast_shape, format_shape
 
 logger = logging.getLogger(__name__)
@@ -81,10 +82,6 @@ EXACT_DTYPES = frozenset(NUMPY_DTYPES.values())
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
-
-
-def _fail(op: Op, message: str) -> KernelError:
-    return KernelError(f"{op.describe()}: {message}")
 
 
 def _quiet(fn: Callable[..., list[np.ndarray]]) -> Callable[..., list[np.ndarray]]:
@@ -118,17 +115,17 @@ def _args(op: Op, inputs: Arrays, required: int, total: int | None = None) -> li
     total = required if total is None else total
     if len(inputs) < required or len(inputs) > total:
         want = str(required) if total == required else f"{required} to {total}"
-        raise _fail(op, f"takes {want} inputs, got {len(inputs)}")
+        raise fail(op, f"takes {want} inputs, got {len(inputs)}")
     args = list(inputs) + [None] * (total - len(inputs))
     for i in range(required):
         if args[i] is None:
-            raise _fail(op, f"input {i} is required")
+            raise fail(op, f"input {i} is required")
     return [None if a is None else np.asarray(a) for a in args]
 
 
 def _variadic(op: Op, inputs: Arrays) -> list[np.ndarray]:
     if not inputs or any(a is None for a in inputs):
-        raise _fail(op, "takes one or more inputs, none of them omitted")
+        raise fail(op, "takes one or more inputs, none of them omitted")
     return [np.asarray(a) for a in inputs]
 
 
@@ -137,7 +134,7 @@ def _same_dtype(op: Op, arrays: Sequence[np.ndarray]) -> np.dtype:
     dtypes = {a.dtype for a in arrays}
     if len(dtypes) > 1:
         names = ", ".join(str(a.dtype) for a in arrays)
-        raise _fail(op, f"inputs must share one element type, got {names}")
+        raise fail(op, f"inputs must share one element type, got {names}")
     return arrays[0].dtype
 
 
@@ -149,12 +146,12 @@ def _numpy_broadcast(op: Op, arrays: Sequence[np.ndarray]) -> tuple[int, ...]:
     try:
         return tuple(np.broadcast_shapes(*(a.shape for a in arrays)))
     except ValueError:
-        raise _fail(op, f"cannot broadcast {_shapes(arrays)}") from None
+        raise fail(op, f"cannot broadcast {_shapes(arrays)}") from None
 
 
 def _equal_shapes(op: Op, arrays: Sequence[np.ndarray]) -> None:
     if len({a.shape for a in arrays}) > 1:
-        raise _fail(op, f"inputs must have equal shapes (no broadcasting), got {_shapes(arrays)}")
+        raise fail(op, f"inputs must have equal shapes (no broadcasting), got {_shapes(arrays)}")
 
 
 def _legacy_b(op: Op, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -166,7 +163,7 @@ def _legacy_b(op: Op, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     if not op.attr("broadcast", 0):
         if a.shape != b.shape:
-            raise _fail(
+            raise fail(
                 op,
                 f"broadcast=0 needs equal shapes, got A {format_shape(a.shape)} "
                 f"and B {format_shape(b.shape)}",
@@ -176,7 +173,7 @@ def _legacy_b(op: Op, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     try:
         broadcast_shape(a.shape, b.shape, rule="legacy", axis=axis)
     except ShapeError as e:
-        raise _fail(op, str(e)) from None
+        raise fail(op, str(e)) from None
     if b.size == 1:
         return b.reshape(())
     start = a.ndim - b.ndim if axis is None or axis == -1 else int(axis)
@@ -222,7 +219,7 @@ def _divide(op: Op, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if not _is_int(a.dtype):
         return np.divide(a, b)
     if np.any(b == 0) and math.prod(_numpy_broadcast(op, (a, b))) > 0:
-        raise _fail(op, "integer division by zero")
+        raise fail(op, "integer division by zero")
     q = np.floor_divide(a, b)
     r = np.remainder(a, b)
     return q + ((r != 0) & ((a < 0) ^ (b < 0))).astype(q.dtype)
@@ -263,7 +260,7 @@ def _int_power(op: Op, base: np.ndarray, exponent: np.ndarray) -> np.ndarray:
     e = np.broadcast_to(exponent, shape)
     negative = e < 0 if exponent.dtype.kind == "i" else np.zeros(shape, dtype=bool)
     if np.any(negative & (x == 0)):
-        raise _fail(op, "zero to a negative power (division by zero)")
+        raise fail(op, "zero to a negative power (division by zero)")
     bits = np.where(negative, 0, e).astype(np.uint64)
     result = np.ones(shape, dtype=base.dtype)
     square = x.copy()
@@ -289,7 +286,7 @@ def _float_to_int(op: Op, values: np.ndarray, dtype: np.dtype, what: str) -> np.
     fits = (t >= float(info.min)) & (t < float(info.max + 1))
     if not np.all(fits):
         bad = t[~fits].flat[0]
-        raise _fail(op, f"{what} {bad} does not fit {dtype} (undefined in ONNX)")
+        raise fail(op, f"{what} {bad} does not fit {dtype} (undefined in ONNX)")
     return t.astype(dtype)
 
 
@@ -416,7 +413,7 @@ LOGICAL: dict[str, Callable[[Any, Any], Any]] = {
 def _check_bool(op: Op, arrays: Sequence[np.ndarray]) -> None:
     for a in arrays:
         if a.dtype != np.bool_:
-            raise _fail(op, f"takes bool tensors, got {a.dtype}")
+            raise fail(op, f"takes bool tensors, got {a.dtype}")
 
 
 @kernel(("Equal", "Less", "Greater"), versions=(1,))
@@ -495,7 +492,7 @@ def _bound(op: Op, value: Any, dtype: np.dtype, name: str) -> np.ndarray | None:
         return None
     array = np.asarray(value)
     if array.size != 1:
-        raise _fail(op, f"{name} must be a scalar, got shape {format_shape(array.shape)}")
+        raise fail(op, f"{name} must be a scalar, got shape {format_shape(array.shape)}")
     return array.reshape(()).astype(dtype)
 
 
@@ -531,7 +528,7 @@ def clip_11(op: Op, inputs: Arrays) -> list[np.ndarray]:
     x, low, high = _args(op, inputs, 1, 3)
     for name, bound in (("min", low), ("max", high)):
         if bound is not None and bound.dtype != x.dtype:
-            raise _fail(op, f"{name} is {bound.dtype}, the input {x.dtype}")
+            raise fail(op, f"{name} is {bound.dtype}, the input {x.dtype}")
     return [_clip(x, _bound(op, low, x.dtype, "min"), _bound(op, high, x.dtype, "max"))]
 
 
@@ -541,7 +538,7 @@ def clip_11(op: Op, inputs: Arrays) -> list[np.ndarray]:
 
 def _normalize_axis(op: Op, axis: int, rank: int) -> int:
     if not -rank <= axis < rank:
-        raise _fail(op, f"axis {axis} is outside [{-rank}, {rank - 1}] for rank {rank}")
+        raise fail(op, f"axis {axis} is outside [{-rank}, {rank - 1}] for rank {rank}")
     return axis % rank
 
 
@@ -614,13 +611,13 @@ def _cast_array(op: Op, x: np.ndarray, target: np.dtype) -> np.ndarray:
 def _cast_target(op: Op, version: int) -> int:
     to = op.attr("to")
     if to is None:
-        raise _fail(op, "has no 'to' attribute")
+        raise fail(op, "has no 'to' attribute")
     if version == 1:  # Cast-1 names the type: "FLOAT"
         name = to.decode() if isinstance(to, bytes) else str(to)
         try:
             return int(DType[name.upper()])
         except KeyError:
-            raise _fail(op, f"'to' names no element type: {name!r}") from None
+            raise fail(op, f"'to' names no element type: {name!r}") from None
     return int(to)
 
 
@@ -666,16 +663,16 @@ def _quant_param(op: Op, param: np.ndarray, x: np.ndarray, name: str, version: i
     (1-D along ``axis``) or blocked (x's rank, ``block_size`` elements of x per element)."""
     block_size = int(op.attr("block_size", 0)) if version >= 21 else 0
     if block_size < 0:
-        raise _fail(op, f"block_size must be positive, got {block_size}")
+        raise fail(op, f"block_size must be positive, got {block_size}")
     if not block_size and param.size == 1 and param.ndim <= 1:
         return param.reshape(())
     if version < 13:
-        raise _fail(op, f"{name} must be a scalar, got shape {format_shape(param.shape)}")
+        raise fail(op, f"{name} must be a scalar, got shape {format_shape(param.shape)}")
     axis = _normalize_axis(op, int(op.attr("axis", 1)), x.ndim)
     length = x.shape[axis]
     if not block_size:
         if param.ndim != 1 or param.shape[0] != length:
-            raise _fail(
+            raise fail(
                 op,
                 f"{name} of shape {format_shape(param.shape)} is neither a scalar nor 1-D "
                 f"of x's dim {axis} ({length}); x is {format_shape(x.shape)}",
@@ -685,7 +682,7 @@ def _quant_param(op: Op, param: np.ndarray, x: np.ndarray, name: str, version: i
         p == d for i, (p, d) in enumerate(zip(param.shape, x.shape, strict=True)) if i != axis
     )
     if not others_fit or param.shape[axis] != -(-length // block_size):
-        raise _fail(
+        raise fail(
             op,
             f"{name} of shape {format_shape(param.shape)} does not block x of shape "
             f"{format_shape(x.shape)} along axis {axis} with block_size {block_size}",
@@ -699,7 +696,7 @@ def _exact_dtype(op: Op, code: int) -> np.dtype | None:
     try:
         DType(code)
     except ValueError:
-        raise _fail(op, f"unknown element type {code}") from None
+        raise fail(op, f"unknown element type {code}") from None
     return NUMPY_DTYPES.get(code)
 
 
@@ -714,7 +711,7 @@ def quantize_linear(op: Op, inputs: Arrays, *, version: int) -> list[np.ndarray]
     named = _exact_dtype(op, code) if code else None
     if zero_point is not None:
         if code and named != zero_point.dtype:
-            raise _fail(op, f"output_dtype {code} differs from y_zero_point's {zero_point.dtype}")
+            raise fail(op, f"output_dtype {code} differs from y_zero_point's {zero_point.dtype}")
         out: np.dtype | None = zero_point.dtype
     else:
         out = named if code else np.dtype(np.uint8)
@@ -731,7 +728,7 @@ def quantize_linear(op: Op, inputs: Arrays, *, version: int) -> list[np.ndarray]
     y_scale = _quant_param(op, scale, x, "y_scale", version)
     quotient = np.rint(np.divide(x.astype(precision), y_scale.astype(precision)))
     if np.any(np.isnan(quotient)):
-        raise _fail(op, "x / y_scale is NaN, which has no quantized value")
+        raise fail(op, "x / y_scale is NaN, which has no quantized value")
     shifted = quotient.astype(np.float64)
     if zero_point is not None:
         shifted = shifted + _quant_param(op, zero_point, x, "y_zero_point", version)
@@ -754,7 +751,7 @@ def dequantize_linear(op: Op, inputs: Arrays, *, version: int) -> list[np.ndarra
     difference = x.astype(np.int64)
     if zero_point is not None:
         if zero_point.dtype != x.dtype:
-            raise _fail(op, f"x_zero_point is {zero_point.dtype}, x {x.dtype}")
+            raise fail(op, f"x_zero_point is {zero_point.dtype}, x {x.dtype}")
         difference = difference - _quant_param(op, zero_point, x, "x_zero_point", version)
     x_scale = _quant_param(op, scale, x, "x_scale", version).astype(np.float64)
     return [_array(difference.astype(np.float64) * x_scale, out)]

@@ -34,31 +34,17 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from onnxforge.errors import KernelError
 from onnxforge.ir import Op
 from onnxforge.kernels import kernel
+from onnxforge.kernels._common import LOW_FLOATS, Inputs, fail, required_input
 
 logger = logging.getLogger(__name__)
-
-Inputs = Sequence["np.ndarray | None"]
-
-_LOW_FLOATS = frozenset({"float16", "bfloat16"})
-
-
-def _fail(op: Op, message: str) -> KernelError:
-    return KernelError(f"{op.describe()}: {message}")
-
-
-def _input(op: Op, inputs: Inputs, index: int, name: str) -> np.ndarray:
-    if index >= len(inputs) or inputs[index] is None:
-        raise _fail(op, f"input {index} ({name}) is missing")
-    return np.asarray(inputs[index])
 
 
 def _flag(op: Op, name: str, default: int) -> bool:
     value = op.attr(name, default)
     if not isinstance(value, int):
-        raise _fail(op, f"attribute {name} must be an int, got {value!r}")
+        raise fail(op, f"attribute {name} must be an int, got {value!r}")
     return bool(value)
 
 
@@ -85,12 +71,12 @@ def _identity_min(dtype: np.dtype) -> object:
 
 
 def _sum(op: Op, x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
-    work = np.float32 if x.dtype.name in _LOW_FLOATS else x.dtype
+    work = np.float32 if x.dtype.name in LOW_FLOATS else x.dtype
     return np.asarray(np.sum(x, axis=axes, dtype=work, keepdims=keep)).astype(x.dtype)
 
 
 def _prod(op: Op, x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
-    work = np.float32 if x.dtype.name in _LOW_FLOATS else x.dtype
+    work = np.float32 if x.dtype.name in LOW_FLOATS else x.dtype
     return np.asarray(np.prod(x, axis=axes, dtype=work, keepdims=keep)).astype(x.dtype)
 
 
@@ -100,7 +86,7 @@ def _mean(op: Op, x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarra
         count *= x.shape[a]
     if count == 0 and _out_size(x, axes) > 0:
         # ONNX leaves it undefined (numpy gives nan, onnxruntime 0): not ours to pick.
-        raise _fail(
+        raise fail(
             op,
             f"the mean over an empty set is undefined (input {list(x.shape)}, axes {list(axes)})",
         )
@@ -109,7 +95,7 @@ def _mean(op: Op, x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarra
         # Integer division truncating towards zero, as C++ (onnxruntime) divides.
         quotient = np.abs(total) // max(count, 1)
         return np.asarray(np.where(total < 0, -quotient, quotient)).astype(x.dtype)
-    work = np.float32 if x.dtype.name in _LOW_FLOATS else x.dtype
+    work = np.float32 if x.dtype.name in LOW_FLOATS else x.dtype
     total = np.sum(x, axis=axes, dtype=work, keepdims=keep)
     return np.asarray(total / np.asarray(max(count, 1), dtype=work)).astype(x.dtype)
 
@@ -145,14 +131,14 @@ def _reduce_axes(op: Op, axes: Sequence[int], rank: int, *, negative: bool) -> t
     found = []
     for a in axes:
         if a < 0 and not negative:
-            raise _fail(op, f"axes {list(axes)} has a negative axis (this version takes >= 0)")
+            raise fail(op, f"axes {list(axes)} has a negative axis (this version takes >= 0)")
         if not -max(rank, 1) <= a < max(rank, 1):
-            raise _fail(op, f"axis {a} is outside [{-rank}, {rank - 1}] for rank {rank}")
+            raise fail(op, f"axis {a} is outside [{-rank}, {rank - 1}] for rank {rank}")
         found.append(a + rank if a < 0 else a)
     if rank == 0:  # a scalar reduces over nothing whatever the axes say (0 or -1)
         return ()
     if len(set(found)) != len(found):
-        raise _fail(op, f"axes {list(axes)} repeat an axis (rank {rank})")
+        raise fail(op, f"axes {list(axes)} repeat an axis (rank {rank})")
     return tuple(sorted(found))
 
 
@@ -181,7 +167,7 @@ def _attr_axes(op: Op) -> list[int] | None:
     if axes is None:
         return None
     if not isinstance(axes, list | tuple) or not all(isinstance(a, int) for a in axes):
-        raise _fail(op, f"attribute axes must be a list of ints, got {axes!r}")
+        raise fail(op, f"attribute axes must be a list of ints, got {axes!r}")
     return list(axes)
 
 
@@ -191,13 +177,13 @@ def _input_axes(op: Op, inputs: Inputs) -> list[int] | None:
         return None
     array = np.asarray(given)
     if array.dtype.kind not in "iu" or array.ndim > 1:
-        raise _fail(op, f"axes must be a 1-D integer tensor, got {array.dtype}{list(array.shape)}")
+        raise fail(op, f"axes must be a 1-D integer tensor, got {array.dtype}{list(array.shape)}")
     return [int(a) for a in array.reshape(-1)]
 
 
 def _by_attribute(reducer: Reducer, *, negative: bool) -> Callable[[Op, Inputs], list[np.ndarray]]:
     def run(op: Op, inputs: Inputs) -> list[np.ndarray]:
-        x = _input(op, inputs, 0, "data")
+        x = required_input(op, inputs, 0, "data")
         return _reduce(op, x, reducer, _attr_axes(op), negative=negative)
 
     return run
@@ -205,7 +191,7 @@ def _by_attribute(reducer: Reducer, *, negative: bool) -> Callable[[Op, Inputs],
 
 def _by_input(reducer: Reducer) -> Callable[[Op, Inputs], list[np.ndarray]]:
     def run(op: Op, inputs: Inputs) -> list[np.ndarray]:
-        x = _input(op, inputs, 0, "data")
+        x = required_input(op, inputs, 0, "data")
         noop = _flag(op, "noop_with_empty_axes", 0)
         return _reduce(op, x, reducer, _input_axes(op, inputs), negative=True, noop=noop)
 
@@ -315,7 +301,7 @@ def reduce_prod_18(op: Op, inputs: Inputs) -> list[np.ndarray]:
 
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """numpy's matmul in the inputs' type; float16/bfloat16 through float32."""
-    if a.dtype.name in _LOW_FLOATS:
+    if a.dtype.name in LOW_FLOATS:
         return np.matmul(a.astype(np.float32), b.astype(np.float32))
     return np.matmul(a, b)
 
@@ -324,46 +310,46 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def matmul_1(op: Op, inputs: Inputs) -> list[np.ndarray]:
     """MatMul: numpy.matmul (1-D operands promoted and the added dim removed, batch dims
     broadcast)."""
-    a = _input(op, inputs, 0, "A")
-    b = _input(op, inputs, 1, "B")
+    a = required_input(op, inputs, 0, "A")
+    b = required_input(op, inputs, 1, "B")
     if a.ndim == 0 or b.ndim == 0:
-        raise _fail(op, f"cannot multiply scalars: A {list(a.shape)}, B {list(b.shape)}")
+        raise fail(op, f"cannot multiply scalars: A {list(a.shape)}, B {list(b.shape)}")
     if a.dtype != b.dtype:
-        raise _fail(op, f"A is {a.dtype}, B is {b.dtype}")
+        raise fail(op, f"A is {a.dtype}, B is {b.dtype}")
     k_a = a.shape[-1]
     k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
     if k_a != k_b:
-        raise _fail(op, f"A {list(a.shape)} and B {list(b.shape)}: inner dims {k_a} != {k_b}")
+        raise fail(op, f"A {list(a.shape)} and B {list(b.shape)}: inner dims {k_a} != {k_b}")
     try:
         np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
-        raise _fail(
+        raise fail(
             op, f"batch dims of A {list(a.shape)} and B {list(b.shape)} do not broadcast"
         ) from None
     return [np.asarray(_matmul(a, b)).astype(a.dtype)]
 
 
 def _gemm(op: Op, inputs: Inputs, *, c_optional: bool, broadcast: bool) -> list[np.ndarray]:
-    a = _input(op, inputs, 0, "A")
-    b = _input(op, inputs, 1, "B")
+    a = required_input(op, inputs, 0, "A")
+    b = required_input(op, inputs, 1, "B")
     c = inputs[2] if len(inputs) > 2 else None
     if c is None and not c_optional:
-        raise _fail(op, "input 2 (C) is required before Gemm-11")
+        raise fail(op, "input 2 (C) is required before Gemm-11")
     if a.ndim != 2 or b.ndim != 2:
-        raise _fail(op, f"A {list(a.shape)} and B {list(b.shape)} must be matrices")
+        raise fail(op, f"A {list(a.shape)} and B {list(b.shape)} must be matrices")
     if _flag(op, "transA", 0):
         a = a.T
     if _flag(op, "transB", 0):
         b = b.T
     if a.shape[1] != b.shape[0]:
-        raise _fail(
+        raise fail(
             op,
             f"A' {list(a.shape)} and B' {list(b.shape)}: inner dims {a.shape[1]} != {b.shape[0]}",
         )
     alpha = op.attr("alpha", 1.0)
     beta = op.attr("beta", 1.0)
     dtype = a.dtype
-    work = np.dtype(np.float32) if dtype.name in _LOW_FLOATS else dtype
+    work = np.dtype(np.float32) if dtype.name in LOW_FLOATS else dtype
     # alpha and beta are cast to the work type (for integer Gemm: truncated).
     scale_a = np.asarray(alpha).astype(work)
     scale_b = np.asarray(beta).astype(work)
@@ -372,11 +358,11 @@ def _gemm(op: Op, inputs: Inputs, *, c_optional: bool, broadcast: bool) -> list[
     if c is not None and beta != 0:
         c = np.asarray(c)
         if not broadcast and c.shape != (rows, cols):
-            raise _fail(op, f"C {list(c.shape)} must be [{rows}, {cols}] with broadcast=0")
+            raise fail(op, f"C {list(c.shape)} must be [{rows}, {cols}] with broadcast=0")
         try:
             c_full = np.broadcast_to(c.astype(work), (rows, cols))
         except ValueError:
-            raise _fail(op, f"C {list(c.shape)} does not broadcast to [{rows}, {cols}]") from None
+            raise fail(op, f"C {list(c.shape)} does not broadcast to [{rows}, {cols}]") from None
         out = out + c_full * scale_b
     return [np.asarray(out).astype(dtype)]
 
