@@ -7,6 +7,10 @@ __all__ = [
     "allowed_types",
     "attribute_default",
     "has_schema",
+    "has_schema_at",
+    "latest_opset",
+    "min_ir_version",
+    "node_problem",
     "schema_versions",
     "since_version",
 ]
@@ -51,6 +55,82 @@ def schema_versions(op_type: str, domain: str = "") -> tuple[int, ...]:
 
 def has_schema(op_type: str, domain: str = "") -> bool:
     return defs.has(op_type, _domain(domain))
+
+
+@functools.cache
+def has_schema_at(op_type: str, opset: int, domain: str = "") -> bool:
+    """Whether ``opset`` has a schema for the op that is not deprecated."""
+    try:
+        schema = defs.get_schema(op_type, opset, _domain(domain))
+    except defs.SchemaError:
+        return False
+    return not schema.deprecated
+
+
+def latest_opset() -> int:
+    """The newest default-domain opset onnx defines."""
+    return int(defs.onnx_opset_version())
+
+
+def min_ir_version(opsets: dict[str, int]) -> int:
+    """The lowest IR version a model importing these opsets may declare (onnx's table)."""
+    ids = [onnx.helper.make_opsetid(_domain(d), v) for d, v in opsets.items()]
+    return int(onnx.helper.find_min_ir_version_for(ids, ignore_unknown=True))
+
+
+def node_problem(
+    op_type: str,
+    opset: int,
+    *,
+    attrs: set[str],
+    n_inputs: int,
+    n_outputs: int,
+    input_dtypes: list[int | None],
+    domain: str = "",
+) -> str | None:
+    """Why a node with these attributes, arity and input element types is not valid under
+    the schema ``opset`` selects, or None when it is (unknown dtypes are not held against it)."""
+    try:
+        schema = defs.get_schema(op_type, opset, _domain(domain))
+    except defs.SchemaError:
+        return f"{op_type} has no schema at opset {opset}"
+    version = f"{op_type}-{schema.since_version}"
+    unknown = sorted(attrs - set(schema.attributes))
+    if unknown:
+        return f"{version} has no attribute {', '.join(unknown)}"
+    missing = sorted(
+        name for name, a in schema.attributes.items() if a.required and name not in attrs
+    )
+    if missing:
+        return f"{version} requires attribute {', '.join(missing)}"
+    if not schema.min_input <= n_inputs <= schema.max_input:
+        return f"{version} takes {schema.min_input}..{schema.max_input} inputs, not {n_inputs}"
+    if not schema.min_output <= n_outputs <= schema.max_output:
+        return f"{version} has {schema.min_output}..{schema.max_output} outputs, not {n_outputs}"
+    formals = list(schema.inputs)
+    for i, dtype in enumerate(input_dtypes):
+        if dtype is None or not formals:
+            continue
+        formal = formals[min(i, len(formals) - 1)]
+        allowed = _constraint_types(op_type, int(schema.since_version), formal.type_str, domain)
+        if allowed is not None and dtype not in allowed:
+            return f"{version} input {formal.name!r} does not allow element type {dtype}"
+    return None
+
+
+@functools.cache
+def _constraint_types(
+    op_type: str, since: int, type_str: str, domain: str
+) -> frozenset[int] | None:
+    """The element types a formal parameter allows: its constraint's, or its literal type."""
+    literal = _TENSOR_TYPE.match(type_str)
+    if literal:
+        return frozenset({int(onnx.TensorProto.DataType.Value(literal.group(1).upper()))})
+    try:
+        types = allowed_types(op_type, since, type_str, domain)
+    except OnnxForgeError:
+        return None
+    return types or None
 
 
 @functools.cache

@@ -48,6 +48,10 @@ class OpRegistry(Generic[F]):
     def entries(self) -> list[tuple[str, str, int]]:
         return sorted(self._entries)
 
+    def entry(self, op_type: str, version: int, domain: str = "") -> F | None:
+        """The function registered for exactly this since_version, or None."""
+        return self._entries.get((domain, op_type, version))
+
     def find(self, op_type: str, opset: int, domain: str = "") -> F | None:
         """The function for the schema ``opset`` selects, or None."""
         since = schemas.since_version(op_type, opset, domain)

@@ -7,15 +7,18 @@ __all__ = [
     "PASSES",
     "EliminateDeadCodePass",
     "FoldConstantsPass",
+    "ConvertOpsetPass",
     "Pass",
     "PassManager",
     "PassResult",
     "Report",
     "fold_pipeline",
+    "convert",
     "register_pass",
 ]
 
 from onnxforge.passes._infra import PASSES, Pass, PassManager, PassResult, Report, register_pass
+from onnxforge.passes.convert import ConvertOpsetPass, convert
 from onnxforge.passes.eliminate_dead_code import EliminateDeadCodePass
 from onnxforge.passes.fold_constants import DEFAULT_FOLD_LIMIT, FoldConstantsPass
 
