@@ -35,7 +35,7 @@ import enum
 import heapq
 import logging
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -707,11 +707,15 @@ class Function:
 
 
 class Model:
-    """A model: the main graph, opset imports per domain, local functions and metadata."""
+    """A model: the main graph, opset imports per domain, local functions and metadata.
+
+    ``io.load`` builds the graph and functions on first use: a load + save that never looks at
+    them writes the file back from the parsed protobuf, at the cost of onnx.load + onnx.save.
+    """
 
     def __init__(
         self,
-        graph: Graph,
+        graph: Graph | None,
         *,
         ir_version: int = 10,
         opset_imports: dict[str, int] | None = None,
@@ -723,7 +727,8 @@ class Model:
         metadata_props: list[tuple[str, str]] | None = None,
         functions: list[Function] | None = None,
     ) -> None:
-        self.graph = graph
+        self._graph = graph
+        self._pending: Callable[[], tuple[Graph, list[Function]]] | None = None
         self.ir_version = ir_version
         self.opset_imports: dict[str, int] = dict(opset_imports or {})
         self.producer_name = producer_name
@@ -732,10 +737,49 @@ class Model:
         self.model_version = model_version
         self.doc_string = doc_string
         self.metadata_props: list[tuple[str, str]] = list(metadata_props or [])
-        self.functions: list[Function] = list(functions or [])
+        self._functions: list[Function] = list(functions or [])
         self.training_info: list[Any] = []  # TrainingInfoProto, carried as read
         self.configuration: list[Any] = []  # DeviceConfigurationProto, carried as read
         self._source: Any = None
+        self._source_spans: Any = None  # io: where the loaded initializers' bytes are
+
+    @classmethod
+    def deferred(cls, build: Callable[[], tuple[Graph, list[Function]]], **fields: Any) -> Model:
+        """A model whose graph and functions ``build`` makes when first asked for."""
+        model = cls(None, **fields)
+        model._pending = build
+        return model
+
+    @property
+    def built(self) -> bool:
+        """Whether the graph and functions exist as objects (io writes a built model from them)."""
+        return self._pending is None
+
+    def _build(self) -> None:
+        if self._pending is not None:
+            build, self._pending = self._pending, None
+            self._graph, self._functions = build()
+
+    @property
+    def graph(self) -> Graph:
+        self._build()
+        assert self._graph is not None
+        return self._graph
+
+    @graph.setter
+    def graph(self, graph: Graph) -> None:
+        self._build()
+        self._graph = graph
+
+    @property
+    def functions(self) -> list[Function]:
+        self._build()
+        return self._functions
+
+    @functions.setter
+    def functions(self, functions: list[Function]) -> None:
+        self._build()
+        self._functions = functions
 
     def opset(self, domain: str = "") -> int:
         """The imported opset version of ``domain`` ("" and "ai.onnx" are the same domain)."""

@@ -21,7 +21,7 @@ import gc
 import logging
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -104,8 +104,12 @@ def load(path: str | os.PathLike[str]) -> Model:
         missing = "graph" if not proto.HasField("graph") else "ir_version"
         raise ModelReadError(path, f"not an ONNX model: it has no {missing}")
     spans = [None if o is None else Span(data_file, *o) for o in offsets]
-    with _no_gc():
-        return model_from_proto(proto, spans=spans, model_path=path)
+    # External data is checked (files, offsets, lengths) while the graph is built: build it
+    # now, so an unreadable model fails here. Otherwise the graph is built when first used.
+    external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer)
+    model = model_from_proto(proto, spans=spans, model_path=path, deferred=not external)
+    model._source_spans = spans
+    return model
 
 
 def from_proto(proto: onnx.ModelProto) -> Model:
@@ -115,7 +119,7 @@ def from_proto(proto: onnx.ModelProto) -> Model:
 
 def to_proto(model: Model) -> onnx.ModelProto:
     """An in-memory ModelProto with every tensor's bytes embedded (copies the weights)."""
-    return model_to_proto(model, EmbedSink())
+    return model_to_proto(model, EmbedSink())  # builds the graph if it was not yet
 
 
 def node_to_proto(op: Op) -> onnx.NodeProto:
@@ -208,9 +212,13 @@ def save(
     never held in Python memory.
     """
     path = Path(path)
+    if external_data is None and not model.built:
+        external_data = False  # loaded without external data, from a file protobuf could read
     if external_data is None:
         weights = sum(t.nbytes for t in _main_weights(model))
         external_data = _had_external(model) or weights > PROTOBUF_LIMIT - (64 << 20)
+    if external_data and not model.built:
+        model._build()  # weights are placed one by one, from the built graph
     location = location or f"{path.name}.data"
     if os.path.dirname(location) or location in (".", "..") or os.path.isabs(location):
         raise OnnxForgeError(
@@ -251,25 +259,55 @@ def _create(path: Path, created: list[Path]) -> BinaryIO:
     return handle
 
 
-def _write(model: Model, out: BinaryIO, sink: _SaveSink, path: Path) -> None:
-    mp = model_to_proto(model, sink)
-    gp = mp.graph
-    initializers: list[tuple[bytes, WeightSource | None]] = []
-    run = onnx.GraphProto()  # consecutive initializers with their data inside, encoded together
-    for i, tensor in enumerate(gp.initializer):
-        weight = sink.spliced.get(i)
+def _pieces(
+    tensors: Sequence[onnx.TensorProto], weight_of: Callable[[int], WeightSource | None]
+) -> list[tuple[bytes, WeightSource | None]]:
+    """The initializer fields for write_model, in order: a tensor whose raw_data is spliced
+    in from ``weight_of(i)``, or a run of tensors with their data inside, encoded together."""
+    pieces: list[tuple[bytes, WeightSource | None]] = []
+    run = onnx.GraphProto()
+    for i, tensor in enumerate(tensors):
+        weight = weight_of(i)
         if weight is None:
             run.initializer.append(tensor)
             continue
         if len(run.initializer):
-            initializers.append((run.SerializeToString(), None))
+            pieces.append((run.SerializeToString(), None))
             run.Clear()
-        initializers.append((tensor.SerializeToString(), weight))
+        pieces.append((tensor.SerializeToString(), weight))
     if len(run.initializer):
-        initializers.append((run.SerializeToString(), None))
-    gp.ClearField("initializer")
-    graph_rest = gp.SerializeToString()
-    mp.ClearField("graph")
+        pieces.append((run.SerializeToString(), None))
+    return pieces
+
+
+def _source_graph(model: Model) -> tuple[bytes, list[tuple[bytes, WeightSource | None]]]:
+    """The loaded graph of a model whose graph was never built, as write_model takes it."""
+    gp = model._source.graph
+    spans: list[Span | None] = model._source_spans or []
+    if not any(spans):
+        return gp.SerializeToString(), []  # initializers stay in place, in order
+    rest = onnx.GraphProto()
+    rest.CopyFrom(gp)  # the skeleton: spanned initializers have no data in it
+    rest.ClearField("initializer")
+
+    def weight_of(i: int) -> WeightSource | None:
+        span = spans[i] if i < len(spans) else None
+        return None if span is None else WeightSource(span.length, span.write_to)
+
+    return rest.SerializeToString(), _pieces(gp.initializer, weight_of)
+
+
+def _write(model: Model, out: BinaryIO, sink: _SaveSink, path: Path) -> None:
+    if not model.built:
+        mp = model_to_proto(model, sink, source_graph=True)
+        graph_rest, initializers = _source_graph(model)
+    else:
+        mp = model_to_proto(model, sink)
+        gp = mp.graph
+        initializers = _pieces(gp.initializer, sink.spliced.get)
+        gp.ClearField("initializer")
+        graph_rest = gp.SerializeToString()
+        mp.ClearField("graph")
     model_rest = mp.SerializeToString()
     total = (
         len(model_rest)

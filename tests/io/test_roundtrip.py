@@ -24,10 +24,39 @@ def _assert_same(original: onnx.ModelProto, result: onnx.ModelProto) -> None:
 
 
 def _round_trip_file(source: Path, tmp_path: Path) -> Path:
+    """Both ways a save writes a loaded model: from our graph (built, as every pass builds
+    it) and from the parsed protobuf (the graph never used)."""
+    original = onnx.load(source)
+    built = load(source)
+    assert built.graph is not None and built.built
+    save(built, tmp_path / "built.onnx")
+    _assert_same(original, onnx.load(tmp_path / "built.onnx"))
     out = tmp_path / "resaved.onnx"
-    save(load(source), out)
-    _assert_same(onnx.load(source), onnx.load(out))
+    unbuilt = load(source)
+    save(unbuilt, out)
+    assert not unbuilt.built
+    _assert_same(original, onnx.load(out))
     return out
+
+
+def test_a_loaded_graph_is_built_on_first_use_and_metadata_edits_are_written(
+    tmp_path: Path,
+) -> None:
+    source = LIGHT_MODELS[0]
+    model = load(source)
+    assert not model.built
+    model.producer_name = "edited"
+    model.metadata_props.append(("k", "v"))
+    save(model, tmp_path / "m.onnx")
+    assert not model.built
+    written = onnx.load(tmp_path / "m.onnx")
+    assert written.producer_name == "edited"
+    assert [(p.key, p.value) for p in written.metadata_props][-1] == ("k", "v")
+    expected = onnx.load(source)
+    expected.producer_name = "edited"
+    expected.metadata_props.add(key="k", value="v")
+    _assert_same(expected, written)
+    assert len(model.graph.ops) == len(expected.graph.node) and model.built
 
 
 @pytest.mark.parametrize("name", sorted(node_cases()))
