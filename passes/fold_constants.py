@@ -48,7 +48,8 @@ class FoldConstantsPass(Pass):
        random, excluded, control flow, of a custom domain, or would make a constant larger
        than ``limit_bytes`` and than the constant inputs only it reads (checked on the
        inferred shape before the kernel runs), or reads an initializer that is also a graph
-       input. Each decision not to fold is counted by reason.
+       input. Each decision not to fold is counted by reason. When every reader of a weight
+       folds, the weight is freed: they fold if together they make no more bytes than it.
     4. An op whose outputs inference computed element by element (Shape of a tensor with a
        static shape, the Gather/Concat/arithmetic on it) becomes constants too.
     5. Identity of a constant: its readers read the constant (no copy, whatever its size).
@@ -247,35 +248,80 @@ class FoldConstantsPass(Pass):
             ):
                 owner.remove_initializer(value)
 
-    def _refusal(
-        self, op: Op, graph: Graph, inputs: list[Value | None], opsets: dict[str, int]
-    ) -> str | None:
+    def _policy(self, op: Op) -> str | None:
+        """Why ``op`` is never folded whatever its size, or None (should_fold True: "")."""
         decision = self.should_fold(op)
         if decision is False or op.op_type in self.exclude:
             return "excluded"
         if decision is True:
-            return None
+            return ""
         if op.op_type in kernels.NONDETERMINISTIC:
             return "random"
         if op.domain not in ("", "ai.onnx", "ai.onnx.ml"):
             return "unsupported_op"
         if op.op_type in CONTROL_FLOW or any(True for _ in op.subgraphs()):
             return "control_flow"
-        out_bytes = 0
-        for value in graph.outputs_of(op):
-            if value is None:
-                continue
-            size = _nbytes(value.type)
-            if size is None:
-                return "unknown_size"
-            out_bytes += size
-        if out_bytes > self.limit_bytes and out_bytes > _freed_bytes(graph, op, inputs):
-            return "too_large"
         return None
 
+    def _refusal(
+        self, op: Op, graph: Graph, inputs: list[Value | None], opsets: dict[str, int]
+    ) -> str | None:
+        policy = self._policy(op)
+        if policy is not None:
+            return policy or None
+        out_bytes = _out_bytes(graph, op)
+        if out_bytes is None:
+            return "unknown_size"
+        if out_bytes <= self.limit_bytes or out_bytes <= _freed_bytes(graph, {op}, inputs):
+            return None
+        if self._group_fits(graph, op, inputs):
+            return None
+        return "too_large"
 
-def _freed_bytes(graph: Graph, op: Op, inputs: list[Value | None]) -> int:
-    """Bytes of the constant inputs that only this op reads: what folding it frees. A weight
+    def _group_fits(self, graph: Graph, op: Op, inputs: list[Value | None]) -> bool:
+        """Case 3, fan-out: a weight read by several ops that all fold (an LSTM weight sliced
+        into its gates) is freed once all of them fold; they may if together they make no
+        more bytes than the constants only they read."""
+        for weight in {v for v in inputs if v is not None and isinstance(v.const, Tensor)}:
+            if weight.graph is not graph:
+                continue
+            readers = {o for o, _ in graph.consumers(weight)}
+            if len(readers) < 2 or len(readers) > MAX_GROUP:
+                continue
+            total = 0
+            for reader in readers:
+                size = _out_bytes(graph, reader)
+                if size is None or self._policy(reader) not in (None, ""):
+                    break
+                if any(v is not None and self._constant(v) is None for v in reader._inputs):
+                    break
+                total += size
+            else:
+                group_inputs = [v for r in readers for v in r._inputs]
+                if total <= _freed_bytes(graph, readers, group_inputs):
+                    return True
+        return False
+
+
+MAX_GROUP = 64
+"""Readers of one weight considered together (the gates of an LSTM are 4-8 Slices)."""
+
+
+def _out_bytes(graph: Graph, op: Op) -> int | None:
+    """Bytes of ``op``'s outputs from their inferred types; None when a size is unknown."""
+    total = 0
+    for value in graph.outputs_of(op):
+        if value is None:
+            continue
+        size = _nbytes(value.type)
+        if size is None:
+            return None
+        total += size
+    return total
+
+
+def _freed_bytes(graph: Graph, ops: set[Op], inputs: list[Value | None]) -> int:
+    """Bytes of the constant inputs that only ``ops`` read: what folding them frees. A weight
     read elsewhere too (GPT-2's tied embedding) stays, so folding would add a copy of it."""
     freed = 0
     for value in set(v for v in inputs if v is not None):
@@ -286,7 +332,7 @@ def _freed_bytes(graph: Graph, op: Op, inputs: list[Value | None]) -> int:
             continue
         users = {o for o, _ in owner.consumers(value)}
         captured = any(isinstance(k, tuple) for ks in owner.nx.succ[value].values() for k in ks)
-        if users == {op} and not captured:
+        if users <= ops and not captured:
             freed += value.const.nbytes
     return freed
 

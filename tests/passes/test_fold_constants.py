@@ -120,6 +120,50 @@ def test_a_weight_only_the_folded_op_reads_is_replaced_not_copied() -> None:
     np.testing.assert_allclose(run_onnxruntime(model, {"x": x})[0], before[0], rtol=1e-6)
 
 
+def _gates_model(extra_reader: bool) -> Model:
+    """An LSTM-style weight sliced into its four gates (and, optionally, also read whole)."""
+    w = numpy_helper.from_array(np.arange(64 * 32, dtype=np.float32).reshape(64, 32), "w")
+    nodes, outputs = [], []
+    for i in range(4):
+        for name, value in ((f"s{i}", 16 * i), (f"e{i}", 16 * (i + 1))):
+            nodes.append(helper.make_node("Constant", [], [name], value_ints=[value]))
+        nodes.append(helper.make_node("Slice", ["w", f"s{i}", f"e{i}"], [f"g{i}"]))
+        nodes.append(helper.make_node("MatMul", ["x", f"g{i}"], [f"y{i}"], name=f"mm{i}"))
+        outputs.append(helper.make_tensor_value_info(f"y{i}", onnx.TensorProto.FLOAT, [16, 16]))
+    if extra_reader:
+        nodes.append(helper.make_node("MatMul", ["w", "x2"], ["whole"]))
+        outputs.append(helper.make_tensor_value_info("whole", onnx.TensorProto.FLOAT, [64, 2]))
+    inputs = [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [16, 16])]
+    inputs += [helper.make_tensor_value_info("x2", onnx.TensorProto.FLOAT, [32, 2])]
+    graph = helper.make_graph(nodes, "g", inputs, outputs, [w])
+    return from_proto(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    )
+
+
+def test_a_weight_every_reader_of_which_folds_is_split_not_copied() -> None:
+    model = _gates_model(extra_reader=False)
+    rng = np.random.default_rng(0)
+    feeds = {
+        "x": rng.standard_normal((16, 16)).astype(np.float32),
+        "x2": rng.standard_normal((32, 2)).astype(np.float32),
+    }
+    before = run_onnxruntime(model, feeds)
+    stats = _fold(model)
+    assert stats == {"constants": 8, "folded": 4}
+    assert sorted(v.name for v in model.graph.initializers) == ["g0", "g1", "g2", "g3"]
+    assert sum(v.const.nbytes for v in model.graph.initializers) == 64 * 32 * 4  # no copy
+    for got, want in zip(run_onnxruntime(model, feeds), before, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_weight_also_read_by_an_op_that_cannot_fold_is_not_sliced_into_copies() -> None:
+    model = _gates_model(extra_reader=True)
+    stats = _fold(model)
+    assert stats == {"constants": 8, "not_folded.too_large": 4}
+    assert _ops(model).count("Slice") == 4
+
+
 def test_random_ops_are_never_folded() -> None:
     model = model_from_text(
         HEADER
