@@ -4,6 +4,7 @@ the element types a type constraint allows."""
 from __future__ import annotations
 
 __all__ = [
+    "SchemaChange",
     "allowed_types",
     "attribute_default",
     "has_schema",
@@ -11,12 +12,15 @@ __all__ = [
     "latest_opset",
     "min_ir_version",
     "node_problem",
+    "op_types",
+    "schema_change",
     "schema_versions",
     "since_version",
 ]
 
 import functools
 import re
+from dataclasses import dataclass
 
 import onnx
 from onnx import defs
@@ -86,10 +90,13 @@ def node_problem(
     n_inputs: int,
     n_outputs: int,
     input_dtypes: list[int | None],
+    output_dtypes: list[int | None] | None = None,
     domain: str = "",
 ) -> str | None:
-    """Why a node with these attributes, arity and input element types is not valid under
-    the schema ``opset`` selects, or None when it is (unknown dtypes are not held against it)."""
+    """Why a node with these attributes, arity and element types is not valid under the schema
+    ``opset`` selects, or None when it is (unknown dtypes are not held against it). Each
+    input's and output's type must be one its constraint allows, and the values bound to one
+    type parameter (Pow-7's ``T``) must share their type."""
     try:
         schema = defs.get_schema(op_type, opset, _domain(domain))
     except defs.SchemaError:
@@ -107,14 +114,29 @@ def node_problem(
         return f"{version} takes {schema.min_input}..{schema.max_input} inputs, not {n_inputs}"
     if not schema.min_output <= n_outputs <= schema.max_output:
         return f"{version} has {schema.min_output}..{schema.max_output} outputs, not {n_outputs}"
-    formals = list(schema.inputs)
-    for i, dtype in enumerate(input_dtypes):
-        if dtype is None or not formals:
-            continue
-        formal = formals[min(i, len(formals) - 1)]
-        allowed = _constraint_types(op_type, int(schema.since_version), formal.type_str, domain)
-        if allowed is not None and dtype not in allowed:
-            return f"{version} input {formal.name!r} does not allow element type {dtype}"
+    bound: dict[str, tuple[int, str]] = {}
+    for side, formals, dtypes in (
+        ("input", list(schema.inputs), input_dtypes),
+        ("output", list(schema.outputs), output_dtypes or []),
+    ):
+        for i, dtype in enumerate(dtypes):
+            if dtype is None or not formals:
+                continue
+            formal = formals[min(i, len(formals) - 1)]
+            allowed = _constraint_types(
+                op_type, int(schema.since_version), formal.type_str, domain
+            )
+            if allowed is not None and dtype not in allowed:
+                return f"{version} {side} {formal.name!r} does not allow element type {dtype}"
+            heterogeneous = i >= len(formals) - 1 and not formal.is_homogeneous
+            if _TENSOR_TYPE.match(formal.type_str) or heterogeneous:
+                continue
+            first = bound.setdefault(formal.type_str, (dtype, formal.name))
+            if first[0] != dtype:
+                return (
+                    f"{version} binds {formal.name!r} and {first[1]!r} to one type "
+                    f"{formal.type_str}, but they are element types {first[0]} and {dtype}"
+                )
     return None
 
 
@@ -173,4 +195,135 @@ def allowed_types(
     params = ", ".join(c.type_param_str for c in schema.type_constraints) or "none"
     raise OnnxForgeError(
         f"{op_type}-{since_version} has no type constraint {type_param!r}; constraints: {params}"
+    )
+
+
+def op_types(domain: str = "") -> tuple[str, ...]:
+    """Every op of the domain that has a schema in some opset, sorted."""
+    return tuple(
+        sorted(
+            {s.name for s in defs.get_all_schemas_with_history() if s.domain == _domain(domain)}
+        )
+    )
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """What changed from the schema before ``since_version`` (``previous``, None when the op
+    first appears there) to the schema at ``since_version``: attributes, formal parameters,
+    element types, deprecation."""
+
+    op_type: str
+    since_version: int
+    previous: int | None
+    attributes_added: tuple[str, ...] = ()
+    attributes_removed: tuple[str, ...] = ()
+    required_attributes_removed: tuple[str, ...] = ()
+    defaults_changed: tuple[str, ...] = ()  # declared in both, different
+    attribute_kinds_changed: tuple[str, ...] = ()  # int <-> float, string <-> int, ...
+    attributes_now_required: tuple[str, ...] = ()
+    attributes_now_optional: tuple[str, ...] = ()
+    required_attributes_added: tuple[str, ...] = ()
+    inputs_added: tuple[str, ...] = ()  # optional formal parameters appended
+    inputs_changed: bool = False  # any other change of the inputs' names, options or arity
+    outputs_added: tuple[str, ...] = ()
+    outputs_changed: bool = False
+    types_widened: bool = False
+    types_narrowed: bool = False
+    deprecated: bool = False
+
+    @property
+    def introduced(self) -> bool:
+        return self.previous is None
+
+    @property
+    def empty(self) -> bool:
+        """Nothing but descriptions changed."""
+        return self == SchemaChange(self.op_type, self.since_version, self.previous)
+
+
+def _formals(params: object) -> list[tuple[str, int]]:
+    return [(p.name, int(p.option)) for p in params]  # type: ignore[attr-defined]
+
+
+def _appended(old: list[tuple[str, int]], new: list[tuple[str, int]]) -> bool:
+    """``new`` is ``old`` with optional formal parameters appended (or the same)."""
+    optional = int(defs.OpSchema.FormalParameterOption.Optional)
+    return new[: len(old)] == old and all(o == optional for _, o in new[len(old) :])
+
+
+def _constraint_sets(schema: defs.OpSchema) -> dict[str, dict[str, frozenset[str]]]:
+    """Allowed type strings per formal parameter name (constraints resolved)."""
+    by_param = {c.type_param_str: frozenset(c.allowed_type_strs) for c in schema.type_constraints}
+    out: dict[str, dict[str, frozenset[str]]] = {"in": {}, "out": {}}
+    for side, params in (("in", schema.inputs), ("out", schema.outputs)):
+        for p in params:
+            out[side][p.name] = by_param.get(p.type_str, frozenset({p.type_str}))
+    return out
+
+
+@functools.cache
+def schema_change(op_type: str, since_version: int, domain: str = "") -> SchemaChange:
+    """How the schema with this since_version differs from the one before it."""
+    versions = schema_versions(op_type, domain)
+    if since_version not in versions:
+        raise OnnxForgeError(f"{op_type}-{since_version} is no schema version")
+    new = defs.get_schema(op_type, since_version, _domain(domain))
+    index = versions.index(since_version)
+    if index == 0:
+        return SchemaChange(op_type, since_version, None, deprecated=bool(new.deprecated))
+    previous = versions[index - 1]
+    old = defs.get_schema(op_type, previous, _domain(domain))
+    old_attrs, new_attrs = old.attributes, new.attributes
+
+    def default(a: defs.OpSchema.Attribute) -> object:
+        return onnx.helper.get_attribute_value(a.default_value) if a.default_value.name else None
+
+    common = sorted(set(old_attrs) & set(new_attrs))
+    added = sorted(set(new_attrs) - set(old_attrs))
+    old_in, new_in = _formals(old.inputs), _formals(new.inputs)
+    old_out, new_out = _formals(old.outputs), _formals(new.outputs)
+    in_appended = _appended(old_in, new_in)
+    out_appended = _appended(old_out, new_out)
+    old_types, new_types = _constraint_sets(old), _constraint_sets(new)
+    widened = narrowed = False
+    for side in ("in", "out"):
+        for name in set(old_types[side]) & set(new_types[side]):
+            widened |= bool(new_types[side][name] - old_types[side][name])
+            narrowed |= bool(old_types[side][name] - new_types[side][name])
+    return SchemaChange(
+        op_type,
+        since_version,
+        previous,
+        attributes_added=tuple(a for a in added if not new_attrs[a].required),
+        required_attributes_added=tuple(a for a in added if new_attrs[a].required),
+        attributes_removed=tuple(sorted(set(old_attrs) - set(new_attrs))),
+        required_attributes_removed=tuple(
+            sorted(a for a in set(old_attrs) - set(new_attrs) if old_attrs[a].required)
+        ),
+        defaults_changed=tuple(
+            a
+            for a in common
+            if default(old_attrs[a]) is not None
+            and default(new_attrs[a]) is not None
+            and default(old_attrs[a]) != default(new_attrs[a])
+        ),
+        attribute_kinds_changed=tuple(a for a in common if old_attrs[a].type != new_attrs[a].type),
+        attributes_now_required=tuple(
+            a for a in common if new_attrs[a].required and not old_attrs[a].required
+        ),
+        attributes_now_optional=tuple(
+            a for a in common if old_attrs[a].required and not new_attrs[a].required
+        ),
+        inputs_added=tuple(n for n, _ in new_in[len(old_in) :]) if in_appended else (),
+        inputs_changed=not in_appended
+        or old.min_input != new.min_input
+        or (len(new_in) == len(old_in) and old.max_input != new.max_input),
+        outputs_added=tuple(n for n, _ in new_out[len(old_out) :]) if out_appended else (),
+        outputs_changed=not out_appended
+        or old.min_output != new.min_output
+        or (len(new_out) == len(old_out) and old.max_output != new.max_output),
+        types_widened=widened,
+        types_narrowed=narrowed,
+        deprecated=bool(new.deprecated),
     )

@@ -22,3 +22,20 @@ from onnxforge.passes.convert._registry import (
     adapter,
     find_adapter,
 )
+
+# Adapter modules, imported for their registrations.
+from onnxforge.passes.convert import reduce as _reduce  # noqa: E402, F401
+from onnxforge.passes.convert import softmax as _softmax  # noqa: E402, F401
+from onnxforge.passes.convert import squeeze as _squeeze  # noqa: E402, F401
+from onnxforge.passes.convert import attributes as _attributes  # noqa: E402, F401
+from onnxforge.passes.convert import pad as _pad  # noqa: E402, F401
+from onnxforge.passes.convert import clip as _clip  # noqa: E402, F401
+from onnxforge.passes.convert import batch_norm as _batch_norm  # noqa: E402, F401
+from onnxforge.passes.convert import dropout as _dropout  # noqa: E402, F401
+from onnxforge.passes.convert import gemm as _gemm  # noqa: E402, F401
+from onnxforge.passes.convert import reshape as _reshape  # noqa: E402, F401
+from onnxforge.passes.convert import slice as _slice  # noqa: E402, F401
+from onnxforge.passes.convert import topk as _topk  # noqa: E402, F401
+from onnxforge.passes.convert import concat as _concat  # noqa: E402, F401
+from onnxforge.passes.convert import axis as _axis  # noqa: E402, F401
+from onnxforge.passes.convert import one_hot as _one_hot  # noqa: E402, F401

@@ -1,0 +1,100 @@
+"""Pad adapters: paddings -> pads (2), pads and value attributes <-> inputs (11), the axes
+input (18) expanded to every axis going down."""
+
+from __future__ import annotations
+
+__all__ = ["pad_1_2", "pad_2_1", "pad_10_11", "pad_11_10", "pad_18_17"]
+
+import numpy as np
+
+from onnxforge.ir import Graph, Op
+from onnxforge.passes.convert._build import (
+    add_input,
+    drop_if_unused,
+    dtype_of,
+    finish,
+    int64s,
+    normalize_axes,
+    rank_of,
+    remove_input,
+    scalar,
+    take_const,
+)
+from onnxforge.passes.convert._registry import ConvertContext, adapter
+
+
+@adapter("Pad", 1, 2)
+def pad_1_2(op: Op, graph: Graph, ctx: ConvertContext) -> None:
+    """Pad-1's paddings is Pad-2's pads (same layout: all begins, then all ends)."""
+    if "paddings" in op.attrs:
+        op.attrs["pads"] = op.attrs.pop("paddings")
+    finish(op, graph, ctx)
+
+
+@adapter("Pad", 2, 1)
+def pad_2_1(op: Op, graph: Graph, ctx: ConvertContext) -> None:
+    if "pads" in op.attrs:
+        op.attrs["paddings"] = op.attrs.pop("pads")
+    finish(op, graph, ctx)
+
+
+@adapter("Pad", 10, 11)
+def pad_10_11(op: Op, graph: Graph, ctx: ConvertContext) -> None:
+    """pads becomes an int64 input; value (constant mode) a scalar input of the data's type
+    (left out at 0, Pad-11's default)."""
+    base = op.name or "pad"
+    add_input(graph, op, 1, int64s(graph, ctx, f"{base}_pads", op.attrs.pop("pads")))
+    value = float(op.attrs.pop("value", 0.0) or 0.0)
+    mode = op.attr("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode == "constant" and value != 0.0:
+        dtype = dtype_of(ctx, graph.inputs_of(op)[0])
+        if dtype is None:
+            raise ctx.fail(op, "the data's element type is unknown; constant_value needs it")
+        add_input(graph, op, 2, scalar(graph, ctx, f"{base}_value", value, dtype))
+    finish(op, graph, ctx)
+
+
+@adapter("Pad", 11, 10)
+def pad_11_10(op: Op, graph: Graph, ctx: ConvertContext) -> None:
+    """Constant pads and constant_value inputs become the attributes; computed ones are an
+    error naming the node."""
+    inputs = graph.inputs_of(op)
+    has_value = len(inputs) > 2 and inputs[2] is not None
+    value = take_const(graph, ctx, op, 2) if has_value else None
+    if has_value and value is None:
+        raise ctx.fail(op, "constant_value is computed at run time; Pad-2 takes an attribute")
+    pads = take_const(graph, ctx, op, 1)
+    if pads is None:
+        raise ctx.fail(op, "pads is computed at run time; Pad-2 takes an attribute")
+    op.attrs["pads"] = [int(p) for p in pads.reshape(-1)]
+    if value is not None and value.size:
+        op.attrs["value"] = float(value.reshape(-1)[0])
+    finish(op, graph, ctx)
+
+
+@adapter("Pad", 18, 17)
+def pad_18_17(op: Op, graph: Graph, ctx: ConvertContext) -> None:
+    """An axes input (constant, with constant pads and a known rank) is folded into pads for
+    every axis; the others get 0."""
+    inputs = graph.inputs_of(op)
+    if len(inputs) < 4 or inputs[3] is None:
+        finish(op, graph, ctx)
+        return
+    axes = ctx.const(graph, inputs[3])
+    pads = ctx.const(graph, inputs[1])
+    rank = rank_of(ctx, inputs[0])
+    if axes is None or pads is None or rank is None:
+        raise ctx.fail(op, "axes needs constant axes and pads and a known rank to be folded")
+    fixed = normalize_axes([int(a) for a in axes.reshape(-1)], rank)
+    assert fixed is not None
+    flat = [int(p) for p in pads.reshape(-1)]
+    full = np.zeros(2 * rank, dtype=np.int64)
+    for i, axis in enumerate(fixed):
+        full[axis] = flat[i]
+        full[axis + rank] = flat[i + len(fixed)]
+    remove_input(graph, op, 3)
+    graph.set_input(op, 1, ctx.add_constant(graph, f"{op.name or 'pad'}_pads", full))
+    if inputs[1] is not None:
+        drop_if_unused(graph, inputs[1])
+    finish(op, graph, ctx)
