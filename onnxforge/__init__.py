@@ -8,15 +8,18 @@ __all__ = [
     "Graph",
     "Model",
     "Op",
+    "Problem",
     "Tensor",
     "TensorType",
     "Value",
     "__version__",
+    "check",
     "load",
     "save",
     "verify",
 ]
 
+from onnxforge._check import Problem, check
 from onnxforge.io import load, save
 from onnxforge.ir import DType, Function, Graph, Model, Op, Tensor, TensorType, Value, verify
 

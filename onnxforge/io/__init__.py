@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "DEFAULT_EXTERNAL_THRESHOLD",
     "PROTOBUF_LIMIT",
+    "checker_problems",
     "from_proto",
     "function_from_proto",
     "load",
@@ -120,6 +121,24 @@ def from_proto(proto: onnx.ModelProto) -> Model:
 def to_proto(model: Model) -> onnx.ModelProto:
     """An in-memory ModelProto with every tensor's bytes embedded (copies the weights)."""
     return model_to_proto(model, EmbedSink())  # builds the graph if it was not yet
+
+
+def checker_problems(model: Model | str | os.PathLike[str]) -> list[str]:
+    """What ``onnx.checker.check_model`` (full_check=False) finds: the first problem, as one
+    line, or nothing.
+
+    A path is checked as a path, so onnx parses it in C++ and never reads external data into
+    memory (models over 2 GB stay cheap); a Model is converted with every weight embedded.
+    """
+    source: onnx.ModelProto | str = (
+        to_proto(model) if isinstance(model, Model) else os.fspath(model)
+    )
+    try:
+        onnx.checker.check_model(source, full_check=False)
+    except onnx.checker.ValidationError as exc:
+        lines = (line.strip() for line in str(exc).splitlines())
+        return [" ".join(line for line in lines if line)]
+    return []
 
 
 def node_to_proto(op: Op) -> onnx.NodeProto:

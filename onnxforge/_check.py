@@ -1,0 +1,480 @@
+"""The pre-deployment gate (`onnxforge check`): every problem a model has, as data."""
+
+from __future__ import annotations
+
+__all__ = [
+    "RUNTIMES",
+    "Problem",
+    "RuntimeLimits",
+    "RuntimeUnavailableError",
+    "check",
+    "onnxruntime_limits",
+    "require_runtime",
+]
+
+import functools
+import importlib.util
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onnxforge import opset as schemas
+from onnxforge.errors import OnnxForgeError
+from onnxforge.io import checker_problems, load, save, to_proto
+from onnxforge.ir import DType, Graph, Model, Op, TensorType, Value, walk_graphs
+from onnxforge.ir import problems as graph_problems
+
+logger = logging.getLogger(__name__)
+
+RUNTIMES = ("onnxruntime", "openvino")
+"""The runtimes ``verify`` can load a model in."""
+_EXTRA = {"onnxruntime": "onnxforge[onnxruntime]", "openvino": "onnxforge[openvino]"}
+_ONNX_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"})
+_CHILD = Path(__file__).with_name("_verify_child.py")
+
+
+class RuntimeUnavailableError(OnnxForgeError):
+    """A runtime that was asked for is not installed; the CLI exits 2 (a usage error)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason the model is not fit to ship.
+
+    ``node`` labels the node (``Split 'split_0'``, or ``Split (output 'y')`` when it has no
+    name), empty for problems of the whole model; ``code`` is a stable kebab-case kind:
+    checker, graph, shape, shape-internal, opset, ir-version, split-sizes, split-num-outputs,
+    custom-domain, verify.
+    """
+
+    file: str
+    node: str
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.node}: " if self.node else f"{self.file}: "
+        return f"{where}{self.message} [{self.code}]"
+
+    def to_json(self) -> dict[str, str]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RuntimeLimits:
+    """What a runtime accepts: the newest opset per domain, the newest IR version, and the
+    domains (with their op types, where known) it implements besides the ONNX ones."""
+
+    name: str
+    max_opset: Mapping[str, int]
+    max_ir: int | None
+    domains: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
+def require_runtime(name: str) -> None:
+    """Raise RuntimeUnavailableError unless ``name`` (onnxruntime or openvino) is installed."""
+    if name not in RUNTIMES:
+        raise OnnxForgeError(f"unknown runtime {name!r}; choose one of {', '.join(RUNTIMES)}")
+    if importlib.util.find_spec(name) is None:
+        raise RuntimeUnavailableError(f"{name} is not installed: install {_EXTRA[name]}")
+
+
+def _probe_bytes(opsets: dict[str, int], ir_version: int) -> bytes:
+    graph = Graph("probe")
+    x = graph.add_value("x", TensorType(DType.FLOAT, (1,)))
+    graph.inputs.append(x)
+    op = graph.add_op("Identity", [x], output_names=["y"])
+    y = graph.outputs_of(op)[0]
+    assert y is not None
+    y.type = TensorType(DType.FLOAT, (1,))
+    graph.outputs.append(y)
+    model = Model(graph, ir_version=ir_version, opset_imports=opsets)
+    return bytes(to_proto(model).SerializeToString())
+
+
+@functools.cache
+def onnxruntime_limits() -> RuntimeLimits:
+    """What the installed onnxruntime accepts, found by asking it.
+
+    onnxruntime has no API for its newest opset or IR version, and the table in its docs
+    stops at the release it was written for (and was wrong for some). So each limit is
+    probed: a one-Identity model is loaded (InferenceSession, CPU) with IR version 3, 4, ...
+    until one is refused ("Unsupported model IR version"), then with ai.onnx opset 7, 8, ...
+    and ai.onnx.ml opset 1, 2, ... until one is refused ("opset N is under development").
+    Each probe is a few hundred bytes and takes about a millisecond; a refusal is onnxruntime
+    rejecting the model's header, the same check a real model meets, so the limits are the
+    installed build's own whatever its version. Acceptance is monotone in each number (every
+    release supports all older opsets), so the first refusal ends the walk.
+
+    The op types of the non-ONNX domains come from onnxruntime's schema registry
+    (``get_all_operator_schema``); only com.microsoft is taken as public.
+    """
+    require_runtime("onnxruntime")
+    import onnxruntime as ort
+    from onnxruntime.capi import _pybind_state
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+
+    def loads(opsets: dict[str, int], ir_version: int) -> bool:
+        try:
+            ort.InferenceSession(
+                _probe_bytes(opsets, ir_version), options, providers=["CPUExecutionProvider"]
+            )
+        except (
+            _pybind_state.Fail,
+            _pybind_state.InvalidGraph,
+            _pybind_state.InvalidArgument,
+        ) as exc:
+            logger.debug("onnxruntime refuses opsets %s IR %d: %s", opsets, ir_version, exc)
+            return False
+        return True
+
+    def newest(start: int, accepts: Any) -> int:
+        value = start
+        while value < start + 100 and accepts(value + 1):
+            value += 1
+        return value
+
+    max_ir = newest(3, lambda ir: loads({"": 7}, ir))
+    max_opset = newest(7, lambda n: loads({"": n}, max_ir))
+    max_ml = newest(1, lambda n: loads({"": max_opset, "ai.onnx.ml": n}, max_ir))
+    ops: dict[str, set[str]] = {}
+    for schema in _pybind_state.get_all_operator_schema():
+        if schema.domain == "com.microsoft":
+            ops.setdefault(schema.domain, set()).add(schema.name)
+    return RuntimeLimits(
+        name=f"onnxruntime {ort.__version__}",
+        max_opset={"": max_opset, "ai.onnx.ml": max_ml},
+        max_ir=max_ir,
+        domains={d: frozenset(names) for d, names in ops.items()},
+    )
+
+
+# -- walking the model ------------------------------------------------------------------------
+@dataclass
+class _Place:
+    graph: Graph
+    where: str  # "" for the main graph, else "in ...: " for messages
+    opsets: dict[str, int]
+
+
+def _opset(opsets: Mapping[str, int], domain: str) -> int | None:
+    if domain in ("", "ai.onnx"):
+        return opsets.get("", opsets.get("ai.onnx"))
+    return opsets.get(domain)
+
+
+def _places(model: Model) -> Iterator[_Place]:
+    roots = [(model.graph, "", dict(model.opset_imports))]
+    for fn in model.functions:
+        opsets = dict(fn.opset_imports) or dict(model.opset_imports)
+        roots.append((fn.graph, f"function {fn.domain}::{fn.name}", opsets))
+    for root, scope, opsets in roots:
+        for graph in walk_graphs(root):
+            parts = [scope] if scope else []
+            if graph.owner is not None:
+                parts.append(f"{_label(graph.owner)} body {graph.name!r}")
+            yield _Place(graph, f"in {' > '.join(parts)}: " if parts else "", opsets)
+
+
+def _label(op: Op) -> str:
+    kind = f"{op.domain}::{op.op_type}" if op.domain else op.op_type
+    if op.name:
+        return f"{kind} {op.name!r}"
+    first = next((v.name for v in op._outputs if v is not None), None)
+    return f"{kind} (output {first!r})" if first is not None else f"{kind} (unnamed)"
+
+
+# -- the checks ---------------------------------------------------------------------------------
+def _opset_problems(
+    model: Model, file: str, limits: RuntimeLimits | None, max_opset: int | None
+) -> list[Problem]:
+    found = []
+    imports = [("model", dict(model.opset_imports))]
+    imports += [(f"function {f.domain}::{f.name}", dict(f.opset_imports)) for f in model.functions]
+    latest = schemas.latest_opset()
+    for owner, opsets in imports:
+        for domain, version in sorted(opsets.items()):
+            name = domain or "ai.onnx"
+            key = "" if domain == "ai.onnx" else domain
+            bounds: list[tuple[int, str]] = []
+            if key == "":
+                bounds.append((latest, f"the newest onnx defines is {latest}"))
+                if max_opset is not None:
+                    bounds.append((max_opset, f"--max-opset is {max_opset}"))
+            if limits is not None and key in limits.max_opset:
+                bounds.append(
+                    (
+                        limits.max_opset[key],
+                        f"{limits.name} supports up to {limits.max_opset[key]}",
+                    )
+                )
+            broken = [why for bound, why in bounds if version > bound]
+            if broken:
+                found.append(
+                    Problem(
+                        file,
+                        "",
+                        "opset",
+                        f"the {owner} imports {name} opset {version}; {'; '.join(broken)}",
+                    )
+                )
+    return found
+
+
+def _ir_problems(
+    model: Model, file: str, limits: RuntimeLimits | None, max_ir: int | None
+) -> list[Problem]:
+    bounds = []
+    if max_ir is not None:
+        bounds.append((max_ir, f"--max-ir is {max_ir}"))
+    if limits is not None and limits.max_ir is not None:
+        bounds.append((limits.max_ir, f"{limits.name} supports up to {limits.max_ir}"))
+    broken = [why for bound, why in bounds if model.ir_version > bound]
+    if not broken:
+        return []
+    message = f"the model has IR version {model.ir_version}; {'; '.join(broken)}"
+    return [Problem(file, "", "ir-version", message)]
+
+
+def _split_problems(model: Model, file: str) -> tuple[list[Problem], set[str]]:
+    """Split-18 needs its sizes: the split input or num_outputs, one of them, and num_outputs
+    must be the node's output count (onnxruntime aborts the process when it is not). Also
+    returns the names of the nodes found, whose inference errors say the same."""
+    found: list[Problem] = []
+    names: set[str] = set()
+    for place in _places(model):
+        for op in place.graph.ops:
+            if op.op_type != "Split" or op.domain not in ("", "ai.onnx"):
+                continue
+            version = _opset(place.opsets, op.domain)
+            try:
+                if version is None or schemas.since_version("Split", version) < 18:
+                    continue
+            except OnnxForgeError:
+                continue  # no schema at that opset: the checker says so
+            has_split = len(op._inputs) > 1 and op._inputs[1] is not None
+            num_outputs = op.attr("num_outputs")
+            outputs = len(op._outputs)
+            label = _label(op)
+            before = len(found)
+            if not has_split and num_outputs is None:
+                message = (
+                    "Split-18 has neither the split input nor num_outputs: the sizes of its "
+                    f"{outputs} outputs are not defined"
+                )
+                found.append(Problem(file, label, "split-sizes", place.where + message))
+            elif has_split and num_outputs is not None:
+                message = "Split-18 has both the split input and num_outputs; give only one"
+                found.append(Problem(file, label, "split-sizes", place.where + message))
+            elif num_outputs is not None and int(num_outputs) != outputs:
+                message = (
+                    f"Split-18 num_outputs is {num_outputs}, but the node has {outputs} "
+                    "outputs (onnxruntime aborts the process on this)"
+                )
+                found.append(Problem(file, label, "split-num-outputs", place.where + message))
+            if len(found) > before:
+                names.add(op.name)
+    return found, names
+
+
+def _domain_problems(model: Model, file: str, limits: RuntimeLimits | None) -> list[Problem]:
+    """Ops of a domain neither ONNX nor the runtime defines, and no local function."""
+    local = {(f.domain, f.name, f.overload) for f in model.functions}
+    found = []
+    for place in _places(model):
+        for op in place.graph.ops:
+            if op.domain in _ONNX_DOMAINS or (op.domain, op.op_type, op.overload) in local:
+                continue
+            known = limits.domains.get(op.domain) if limits is not None else None
+            if known is not None and op.op_type in known:
+                continue
+            if known is not None:
+                message = f"{limits.name} has no {op.domain}::{op.op_type}"  # type: ignore[union-attr]
+            else:
+                runtime = limits.name if limits is not None else "ONNX"
+                message = (
+                    f"custom domain {op.domain!r}: neither {runtime} nor a local function of "
+                    f"the model defines {op.op_type}"
+                )
+            found.append(Problem(file, _label(op), "custom-domain", place.where + message))
+    return found
+
+
+def _shape_problems(model: Model, file: str, skip: set[str]) -> list[Problem]:
+    from onnxforge.shape_infer import infer  # the rules are only loaded when inference runs
+
+    found = []
+    for error in infer(model).errors:
+        if error.op == "Split-18" and error.node in skip and "num_outputs" in error.reason:
+            continue  # the Split-18 check named it already
+        op_type = error.op.rsplit("-", 1)[0]
+        label = f"{op_type} {error.node!r}" if error.node else f"{op_type} (unnamed)"
+        inputs = ", ".join(error.inputs)
+        message = f"{error.where}{error.op} inputs ({inputs}): {error.reason}"
+        if error.internal:
+            message += " (an onnxforge shape rule failed: please report it)"
+        found.append(
+            Problem(file, label, "shape-internal" if error.internal else "shape", message)
+        )
+    return found
+
+
+# -- running the model ----------------------------------------------------------------------------
+def _random_input(
+    value: Value, shapes: Mapping[str, Sequence[int]], rng: np.random.Generator
+) -> np.ndarray | str:
+    """An array for a graph input, or why none can be made."""
+    t = value.type
+    if not isinstance(t, TensorType):
+        return f"input {value.name!r} is not a tensor ({t}); give the model tensor inputs"
+    if value.name in shapes:
+        dims = list(shapes[value.name])
+    elif t.shape is None:
+        return f"input {value.name!r} has no shape; give one with --input-shape {value.name}=..."
+    else:
+        dims = [d if isinstance(d, int) else 1 for d in t.shape]
+    if t.dtype == DType.STRING:
+        return np.full(dims, "", dtype=object)
+    if t.dtype == DType.BOOL:
+        return np.zeros(dims, dtype=bool)
+    np_dtype = DType(t.dtype).numpy if t.dtype in DType._value2member_map_ else None
+    if np_dtype is None:
+        return f"input {value.name!r} is {t}: no numpy type to feed it from Python"
+    if np_dtype.kind == "f":
+        return rng.standard_normal(dims).astype(np_dtype)
+    if np_dtype.kind == "c":
+        return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(np_dtype)
+    return np.zeros(dims, dtype=np_dtype)  # ids, indices, masks: 0 is valid for all of them
+
+
+def _verify(
+    model: Model,
+    path: Path | None,
+    file: str,
+    runtimes: Sequence[str],
+    shapes: Mapping[str, Sequence[int]],
+) -> list[Problem]:
+    """Load and run the model once in each runtime, in a child process: a runtime that aborts
+    (onnxruntime does on some invalid models) is a problem, not the end of the check."""
+    rng = np.random.default_rng(0)
+    feeds: dict[str, np.ndarray] = {}
+    found = []
+    for value in model.graph.inputs:
+        if value.const is not None:
+            continue  # an initializer that is also an input: the runtime uses its value
+        made = _random_input(value, shapes, rng)
+        if isinstance(made, str):
+            found.append(Problem(file, "", "verify", f"cannot run the model: {made}"))
+        else:
+            feeds[value.name] = made
+    unknown = sorted(set(shapes) - {v.name for v in model.graph.inputs})
+    for name in unknown:
+        found.append(Problem(file, "", "verify", f"--input-shape names {name!r}, not an input"))
+    if found:
+        return found
+    with tempfile.TemporaryDirectory(prefix="onnxforge-check-") as tmp:
+        folder = Path(tmp)
+        if path is None:
+            path = folder / "model.onnx"
+            save(model, path)
+        np.savez(folder / "inputs.npz", *feeds.values())
+        (folder / "names.json").write_text(json.dumps(list(feeds)), encoding="utf-8")
+        for runtime in runtimes:
+            message = _run_child(runtime, path.resolve(), folder)
+            if message:
+                found.append(Problem(file, "", "verify", message))
+    return found
+
+
+def _run_child(runtime: str, path: Path, folder: Path) -> str | None:
+    source = _CHILD.read_text(encoding="utf-8")
+    args = [runtime, str(path), str(folder / "inputs.npz"), str(folder / "names.json")]
+    done = subprocess.run(
+        [sys.executable, "-c", source, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=folder,
+    )
+    result: dict[str, Any] | None = None
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith("{"):
+            result = json.loads(line)
+            break
+    if result is not None and result.get("ok"):
+        return None
+    if result is not None:
+        return f"{runtime} failed to {result['stage']} the model: {result['error']}"
+    if done.returncode < 0:
+        how = f"signal {signal.Signals(-done.returncode).name}"
+    else:
+        how = f"exit code {done.returncode}"
+    tail = done.stderr.strip().splitlines()[-1:] or ["no message"]
+    return f"{runtime} crashed loading or running the model ({how}): {tail[0]}"
+
+
+def check(
+    model: Model | str | os.PathLike[str],
+    *,
+    runtime: str | None = None,
+    max_opset: int | None = None,
+    max_ir: int | None = None,
+    verify: Sequence[str] = (),
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> list[Problem]:
+    """Every problem that would stop ``model`` from being deployed; empty when it is fit.
+
+    Checks, in order: onnx's checker (on the path when given one, so external data is never
+    read into memory); the graph's invariants (cycles, names used but never produced or
+    defined twice); strict shape inference, every error at once; the opset and IR version
+    against ``max_opset`` / ``max_ir`` and ``runtime``'s limits (``"onnxruntime"``: the
+    installed version, see onnxruntime_limits); Split-18 nodes without their sizes or with a
+    num_outputs that is not their output count; ops of domains that neither ONNX, the
+    runtime (com.microsoft for onnxruntime) nor a local function defines.
+
+    ``verify``: runtimes (onnxruntime, openvino) to load the model in and run once, on random
+    floats and zero integers (symbolic dims 1, or ``input_shapes[name]``), each in a child
+    process. It runs only when every other check passed: a model with problems may crash the
+    runtime. Raises ModelReadError for an unreadable file and RuntimeUnavailableError when
+    a runtime asked for is not installed.
+    """
+    for name in verify:
+        require_runtime(name)
+    limits = None
+    if runtime is not None:
+        if runtime != "onnxruntime":
+            raise OnnxForgeError(f"--runtime knows onnxruntime only, not {runtime!r}")
+        limits = onnxruntime_limits()
+    path = None if isinstance(model, Model) else Path(model)
+    file = str(path) if path is not None else "<model>"
+    loaded = load(path) if path is not None else model
+    assert isinstance(loaded, Model)
+    found = [
+        Problem(file, "", "checker", message)
+        for message in checker_problems(path if path is not None else loaded)
+    ]
+    found += [Problem(file, "", "graph", message) for message in graph_problems(loaded)]
+    found += _opset_problems(loaded, file, limits, max_opset)
+    found += _ir_problems(loaded, file, limits, max_ir)
+    splits, split_nodes = _split_problems(loaded, file)
+    found += splits
+    found += _domain_problems(loaded, file, limits)
+    if not any(p.code == "graph" for p in found):  # inference needs a sound graph
+        found += _shape_problems(loaded, file, split_nodes)
+    if verify and not found:
+        found += _verify(loaded, path, file, verify, input_shapes or {})
+    return found
