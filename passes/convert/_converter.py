@@ -101,7 +101,8 @@ class _Run:
             fn(op, graph, ctx)
         except AdapterError as exc:
             self.failed.add(op)
-            self.steps[-1] = PlannedStep(where, label, op.op_type, a, b, fn.__name__, str(exc))
+            reason = str(exc).removeprefix(str(ctx.fail(op, "")))  # the step names the node
+            self.steps[-1] = PlannedStep(where, label, op.op_type, a, b, fn.__name__, reason)
 
     @property
     def problems(self) -> list[PlannedStep]:
@@ -145,9 +146,11 @@ class ConvertOpsetPass(Pass):
         if not 1 <= self.opset <= latest:
             raise AdapterError(f"opset {self.opset} does not exist (1..{latest})")
 
-    def plan(self, model: Model) -> list[PlannedStep]:
-        """What each node needs on the way, without changing the model (``--dry-run``)."""
-        run = self._run(model, dry_run=True)
+    def plan(self, model: Model, *, apply: bool = False) -> list[PlannedStep]:
+        """What each node needs on the way (``--dry-run``), without changing the model; only
+        the automatic check finds problems then. With ``apply`` the adapters run as well, so
+        their refusals are listed too, and ``model`` is converted in place: discard it."""
+        run = self._run(model, dry_run=not apply)
         return run.steps
 
     def call(self, model: Model) -> PassResult:
