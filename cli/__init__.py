@@ -6,6 +6,7 @@ __all__ = ["app", "main"]
 
 import sys
 
+from onnxforge.cli import check as _check  # noqa: F401  (registers the command)
 from onnxforge.cli import convert as _convert  # noqa: F401  (registers the command)
 from onnxforge.cli import fold as _fold  # noqa: F401  (registers the command)
 from onnxforge.cli import infer as _infer  # noqa: F401
