@@ -1,0 +1,50 @@
+"""Constant adapters going down: value_* attributes (12) and sparse_value (11) become a
+value tensor; a value whose type the older Constant lacks becomes an initializer."""
+
+from __future__ import annotations
+
+__all__ = ["constant_down"]
+
+import numpy as np
+
+from onnxforge.ir import Graph, Op, SparseTensor, Tensor, constant_tensor
+from onnxforge.passes.convert._build import finish
+from onnxforge.passes.convert._classify import structural_problem
+from onnxforge.passes.convert._registry import ConvertContext, adapter
+
+
+def _function_body(graph: Graph) -> bool:
+    """A function body (no initializers there): its root's inputs carry no types."""
+    root = graph
+    while root.parent is not None:
+        root = root.parent
+    return bool(root.inputs) and all(v.type is None for v in root.inputs)
+
+
+@adapter("Constant", 12, 11)
+@adapter("Constant", 11, 10)
+@adapter("Constant", 9, 8)
+@adapter("Constant", 13, 12)
+@adapter("Constant", 19, 18)
+@adapter("Constant", 21, 20)
+@adapter("Constant", 23, 22)
+@adapter("Constant", 24, 23)
+@adapter("Constant", 25, 24)
+def constant_down(op: Op, graph: Graph, ctx: ConvertContext) -> None:
+    """value_int(s)/value_float(s) -> value (12 -> 11); sparse_value -> a dense value
+    (11 -> 10). When the older Constant does not take the element type (int64 below 9,
+    bfloat16 below 13, float8 below 19, ...), the value becomes an initializer, which no
+    opset restricts (not in a function body, which has none)."""
+    if any(k in op.attrs for k in ("value_int", "value_ints", "value_float", "value_floats")):
+        tensor = constant_tensor(op)
+        assert tensor is not None
+        op.attrs = {"value": tensor}
+    sparse = op.attrs.get("sparse_value")
+    if isinstance(sparse, SparseTensor) and ctx.to_opset < 11:
+        op.attrs = {"value": Tensor.from_numpy(np.ascontiguousarray(sparse.numpy()))}
+    if structural_problem(op, graph, ctx) is not None and not _function_body(graph):
+        tensor = constant_tensor(op)
+        if tensor is not None:
+            graph.make_constant(op, [tensor])
+            return
+    finish(op, graph, ctx)
