@@ -24,6 +24,8 @@ from onnxforge.passes.convert._registry import (
 )
 
 # Adapter modules, imported for their registrations.
+from onnxforge.passes.convert import split as _split  # noqa: E402, F401
+from onnxforge.passes.convert import sub as _sub  # noqa: E402, F401
 from onnxforge.passes.convert import reduce as _reduce  # noqa: E402, F401
 from onnxforge.passes.convert import softmax as _softmax  # noqa: E402, F401
 from onnxforge.passes.convert import squeeze as _squeeze  # noqa: E402, F401
