@@ -7,9 +7,13 @@ them (same versions, types and legacy broadcasting).
   through a Reshape whose 0s copy B's dims, symbolic ones included), or becomes a scalar when
   the rule only accepts it as one element, so numpy broadcasting computes the same.
 - 7 -> 6: Sub-6 writes what the legacy rule expresses as its text states it: equal shapes, a
-  one-element B, or B equal to A's trailing dims (``broadcast=1``, ``axis``). A B dim of 1
-  that would expand ("1-dim expansion doesn't work yet"), or an A that would broadcast, is
-  refused naming the node; Add and Mul swap their operands when A fits onto B instead.
+  one-element B, or B equal to a contiguous run of A's dims from ``axis`` (``broadcast=1``).
+  B, aligned right as numpy aligns it, may have size-1 dims at its ends that numpy expands:
+  those are stripped (their leading and trailing 1s all go: a constant B becomes a reshaped
+  initializer, anything else goes through a Squeeze, exact on symbolic dims) and ``axis``
+  places the rest. An inner size-1 dim of B that would expand ("1-dim expansion doesn't work
+  yet"), or an A that would broadcast, is refused naming the node; Add and Mul swap their
+  operands when A fits onto B instead.
 - 12 <-> 13 and 13 <-> 14: bfloat16 (13) and int8/uint8/int16/uint16 (14) go when going down.
 """
 
@@ -111,42 +115,82 @@ def arith_7_6(op: Op, graph: Graph, ctx: ConvertContext) -> None:
     sa, sb = tuple(ta.shape), tuple(tb.shape)
     if len(sa) == len(sb) and all(same_dim(x, y) for x, y in zip(sa, sb, strict=True)):
         return  # equal shapes: no broadcast attribute
-    why = _legacy_problem(sa, sb)
-    if why is None:
-        _set_broadcast(op, sa, sb)
-        return
-    if op.op_type in _COMMUTATIVE and _legacy_problem(sb, sa) is None:
-        graph.set_input(op, 0, b)
-        graph.set_input(op, 1, a)
-        _set_broadcast(op, sb, sa)
-        return
-    raise ctx.fail(op, f"A {format_shape(sa)}, B {format_shape(sb)}: {why}")
-
-
-def _set_broadcast(op: Op, sa: tuple[Dim, ...], sb: tuple[Dim, ...]) -> None:
+    plan = _legacy_plan(sa, sb)
+    if isinstance(plan, str) and op.op_type in _COMMUTATIVE:
+        swapped = _legacy_plan(sb, sa)
+        if not isinstance(swapped, str):
+            graph.set_input(op, 0, b)
+            graph.set_input(op, 1, a)
+            plan, sa, sb, tb = swapped, sb, sa, ta
+    if isinstance(plan, str):
+        raise ctx.fail(op, f"A {format_shape(sa)}, B {format_shape(sb)}: {plan}")
     op.attrs["broadcast"] = 1
-    if not all(d == 1 for d in sb):  # a one-element B fits anywhere
-        op.attrs["axis"] = len(sa) - len(sb)
+    if all(d == 1 for d in sb):
+        return  # a one-element B fits anywhere: no axis
+    start, stop = plan
+    op.attrs["axis"] = len(sa) - len(sb) + start
+    if (start, stop) != (0, len(sb)):
+        _strip_b(op, graph, ctx, tb, (start, stop))
 
 
-def _legacy_problem(sa: tuple[Dim, ...], sb: tuple[Dim, ...]) -> str | None:
-    """Why numpy broadcasting of B onto A is not what Sub-6 ``broadcast=1`` writes, or None
-    when it is: B one element, or B equal to A's trailing dims (provably)."""
+def _legacy_plan(sa: tuple[Dim, ...], sb: tuple[Dim, ...]) -> tuple[int, int] | str:
+    """How Sub-6 ``broadcast=1`` writes numpy broadcasting of B onto A: the run
+    ``B[start:stop]`` that goes on A from axis ``rank(A) - rank(B) + start`` (the rest of B
+    being size-1 dims at its ends), or why it cannot (A would broadcast, or a size-1 dim inside
+    B would expand). All of B when it fits as it is, or when it is one element."""
     if len(sb) > len(sa):
         return "B has more dims than A: A would have to broadcast, and Sub-6 broadcasts only B"
-    if all(d == 1 for d in sb):
-        return None
     offset = len(sa) - len(sb)
     for j, y in enumerate(sb):
         x = sa[offset + j]
-        if same_dim(x, y):
+        if same_dim(x, y) or y == 1:
             continue
-        if y == 1:
-            return (
-                f"B's dim {j} is 1 where A has {'?' if x is None else x}; Sub-6 does not "
-                'expand size-1 dims ("1-dim expansion doesn\'t work yet")'
-            )
-        if x == 1:
+        if x == 1 and y is not None:
             return f"A's dim {offset + j} is 1 where B has {y}: A would have to broadcast"
-        return f"dim {offset + j} of A ({x}) and dim {j} of B ({y}) are not provably equal"
-    return None
+        return (
+            f"dim {offset + j} of A ({_dim(x)}) and dim {j} of B ({_dim(y)}) are not provably "
+            "equal"
+        )
+    # Every dim of B equals A's or is 1; the 1s against A dims not provably 1 would expand.
+    expand = [j for j, y in enumerate(sb) if y == 1 and not same_dim(sa[offset + j], 1)]
+    if not expand or all(d == 1 for d in sb):
+        return 0, len(sb)
+    start = next(j for j, y in enumerate(sb) if y != 1)
+    stop = max(j for j, y in enumerate(sb) if y != 1) + 1
+    for j in expand:
+        if start <= j < stop:
+            x = sa[offset + j]
+            return (
+                f"B's dim {j} is 1 where A has {_dim(x)}; Sub-6 does not "
+                'expand size-1 dims inside B ("1-dim expansion doesn\'t work yet")'
+            )
+    return start, stop
+
+
+def _dim(d: Dim) -> str:
+    return "?" if d is None else str(d)
+
+
+def _strip_b(
+    op: Op, graph: Graph, ctx: ConvertContext, tb: TensorType, span: tuple[int, int]
+) -> None:
+    """Input 1 of ``op`` keeps only its dims ``span`` (start, stop); the others are all 1s. A
+    constant becomes a new initializer (others reading the old one keep it), anything else
+    goes through a Squeeze (Squeeze-1: ``axes`` attribute), which keeps symbolic dims."""
+    start, stop = span
+    b = graph.inputs_of(op)[1]
+    assert b is not None and tb.shape is not None
+    shape = tuple(tb.shape)
+    data = ctx.const(graph, b)
+    if data is not None:
+        array = np.asarray(data)
+        new = ctx.add_constant(graph, f"{b.name}_legacy", array.reshape(array.shape[start:stop]))
+        graph.set_input(op, 1, new)
+        discard_if_unused(graph, b)
+        return
+    axes = [j for j in range(len(shape)) if not start <= j < stop]
+    squeeze = graph.add_op("Squeeze", [b], name=graph.fresh_name(f"{b.name}_legacy"), axes=axes)
+    (out,) = graph.outputs_of(squeeze)
+    assert out is not None
+    out.type = TensorType(tb.dtype, shape[start:stop])
+    graph.set_input(op, 1, out)

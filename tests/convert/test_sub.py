@@ -7,7 +7,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from convert.numerics import convert_and_compare
+from convert.numerics import convert_and_compare, evaluate
 
 from onnxforge import opset as schemas
 from onnxforge.errors import AdapterError
@@ -140,23 +140,135 @@ def test_sub_6_with_b_that_does_not_fit_a_is_refused_naming_the_node() -> None:
 
 
 # -- 7 -> 6: what the legacy rule of Sub-6 expresses -----------------------------------------
-def test_sub_7_to_6_of_2x3x4_and_3x1_is_refused() -> None:
-    # onnx's converter writes Sub-6 broadcast=1 for it, which Sub-6 forbids
+def random_feed(typed: str, sizes: dict[str, int] | None = None) -> np.ndarray:
+    """Random floats for an input typed as ``float[N,3] a``; symbols get ``sizes`` (N=2, S=4)."""
+    sizes = sizes or {"N": 2, "S": 4}
+    dims = typed[typed.index("[") + 1 : typed.index("]")].split(",")
+    shape = [sizes[d] if d in sizes else int(d) for d in dims]
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def squeezes(model: Model) -> list[list[int]]:
+    return [op.attrs["axes"] for op in model.graph.ops if op.op_type == "Squeeze"]
+
+
+@pytest.mark.parametrize("target", [6, 1])
+def test_sub_7_to_6_of_2x3x4_and_3x1_squeezes_b_to_3_at_axis_1(target: int) -> None:
+    # onnx's converter writes Sub-6 broadcast=1 with B (3,1), whose trailing 1 Sub-6's text
+    # does not expand; B (3,) on A's dim 1 is the same values, written as Sub-6 states it
     model = binary(7, "float[2,3,4] a", "float[3,1] b")
+    a, b = A[..., 0].copy(), B34[:, :1].copy()
+    (got,) = convert_and_compare(model, target, {"a": a, "b": b})  # ORT at 7, kernels below
+    np.testing.assert_array_equal(got, a - b)
+    assert node(model).attrs == {"broadcast": 1, "axis": 1}
+    assert squeezes(model) == [[1]]
+    assert model.graph.inputs_of(node(model))[1].type.shape == (3,)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "axis", "axes", "core"),
+    [
+        ("float[2,3,4] a", "float[1,3,4] b", 1, [0], (3, 4)),
+        ("float[2,3,4,5] a", "float[1,3,4,1] b", 1, [0, 3], (3, 4)),
+        ("float[2,3,4,5] a", "float[3,1,1] b", 1, [1, 2], (3,)),
+        ("float[2,1,5] a", "float[1,1,5] b", 2, [0, 1], (5,)),
+        ("float[2,3,1,5] a", "float[3,1,1] b", 1, [1, 2], (3,)),
+        ("float[2,3,1,5,4] a", "float[3,1,5,1] b", 1, [3], (3, 1, 5)),
+        ("float[N,3,4] a", "float[3,1] b", 1, [1], (3,)),
+        ("float[N,3,S,5] a", "float[1,3,S,1] b", 1, [0, 3], (3, "S")),
+    ],
+    ids=[
+        "leading",
+        "both-ends",
+        "two-trailing",
+        "ones-against-a-1-go-too",
+        "end-1s-against-a-1-and-5",
+        "inner-1-against-a-1-stays",
+        "symbolic-a",
+        "symbolic-b",
+    ],
+)
+def test_sub_7_to_6_strips_the_size_1_dims_at_the_ends_of_b(
+    a: str, b: str, axis: int, axes: list[int], core: tuple[object, ...]
+) -> None:
+    model = binary(7, a, b)
+    feeds = {name: random_feed(text) for name, text in (("a", a), ("b", b))}
+    (got,) = convert_and_compare(model, 6, feeds)
+    np.testing.assert_array_equal(got, feeds["a"] - feeds["b"])
+    assert node(model).attrs == {"broadcast": 1, "axis": axis}
+    assert squeezes(model) == [axes]
+    assert model.graph.inputs_of(node(model))[1].type.shape == core
+
+
+def test_sub_7_to_6_reshapes_a_constant_b_into_a_new_initializer_others_keep_the_old() -> None:
+    model = model_from_text(
+        '<ir_version: 8, opset_import: ["" : 7]> g (float[2,3,4] a) => (float[2,3,4] c, '
+        "float[3,1] d) <float[3,1] b = {1, 2, 3}> { c = Sub (a, b)  d = Add (b, b) }"
+    )
+    a = A[..., 0].copy()
+    (got, d) = convert_and_compare(model, 6, {"a": a})
+    b = np.array([[1], [2], [3]], np.float32)
+    np.testing.assert_array_equal(got, a - b)
+    np.testing.assert_array_equal(d, b + b)
+    assert [op.op_type for op in model.graph.ops] == ["Sub", "Add"]
+    consts = {v.name: v.const.numpy() for v in model.graph.initializers}
+    assert consts["b"].shape == (3, 1) and consts["b_legacy"].shape == (3,)
+    assert model.graph.inputs_of(node(model))[1].name == "b_legacy"
+    assert node(model).attrs == {"broadcast": 1, "axis": 1}
+
+
+def test_sub_7_to_6_replaces_a_constant_b_nothing_else_reads() -> None:
+    model = model_from_text(
+        '<ir_version: 8, opset_import: ["" : 7]> g (float[2,3,4] a) => (float[2,3,4] c) '
+        "<float[1,3,1] b = {1, 2, 3}> { c = Sub (a, b) }"
+    )
+    a = A[..., 0].copy()
+    (got,) = convert_and_compare(model, 6, {"a": a})
+    np.testing.assert_array_equal(got, a - np.array([[1], [2], [3]], np.float32))
+    assert [(v.name, v.const.numpy().shape) for v in model.graph.initializers] == [
+        ("b_legacy", (3,))
+    ]
+
+
+@pytest.mark.parametrize("op_type", ["Add", "Sub", "Mul", "Div"])
+def test_a_legacy_broadcast_goes_up_to_7_and_back_down_to_6_computing_the_same(
+    op_type: str,
+) -> None:
+    # 6 -> 7 gives B (3,4) trailing 1s (3,4,1); 7 -> 6 takes them off again
+    model = binary(6, "float[2,3,4,5] a", "float[3,4] b", "broadcast = 1, axis = 1", op=op_type)
+    feeds = {"a": A, "b": B34 + 3}
+    expected = evaluate(model, feeds)
+    convert_and_compare(model, 7, feeds)
+    convert_and_compare(model, 6, feeds)
+    op = node(model, op_type)
+    assert op.attrs == {"broadcast": 1, "axis": 1}
+    assert model.graph.inputs_of(op)[1].type.shape == (3, 4)
+    for got, want in zip(evaluate(model, feeds), expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_sub_7_to_6_with_an_inner_size_1_dim_of_b_is_refused_naming_the_node() -> None:
+    model = binary(7, "float[2,3,5,4] a", "float[3,1,4] b")
     node(model).name = "minus"
-    with pytest.raises(AdapterError, match=r"'minus' 7 -> 6: A \[2,3,4\], B \[3,1\]: B's dim 1"):
+    with pytest.raises(
+        AdapterError,
+        match=r"Sub node 'minus' 7 -> 6: A \[2,3,5,4\], B \[3,1,4\]: B's dim 1 is 1 "
+        r"where A has 5; Sub-6 does not expand size-1 dims inside B",
+    ):
         convert(model, 6)
 
 
-def test_sub_7_to_6_with_an_inner_size_1_dim_of_b_is_refused() -> None:
-    model = binary(7, "float[2,3,4,5] a", "float[3,1,5] b")
-    with pytest.raises(AdapterError, match="B's dim 1 is 1 where A has 4; Sub-6 does not expand"):
-        convert(model, 6)
-
-
-def test_sub_7_to_6_with_a_leading_1_of_b_that_would_expand_is_refused() -> None:
-    model = binary(7, "float[2,3,4] a", "float[1,3,4] b")
-    with pytest.raises(AdapterError, match="B's dim 0 is 1 where A has 2"):
+@pytest.mark.parametrize(
+    ("a", "b", "why"),
+    [
+        ("float[2,3,4,5] a", "float[3,1,5] b", "B's dim 1 is 1 where A has 4; Sub-6 does not"),
+        ("float[2,3,4,5] a", "float[1,3,1,5] b", "B's dim 2 is 1 where A has 4; Sub-6 does not"),
+        ("float[2,N,4] a", "float[2,1,4] b", "B's dim 1 is 1 where A has N; Sub-6 does not"),
+    ],
+)
+def test_sub_7_to_6_with_other_inner_size_1_dims_is_refused(a: str, b: str, why: str) -> None:
+    model = binary(7, a, b)
+    with pytest.raises(AdapterError, match=why):
         convert(model, 6)
 
 
@@ -181,6 +293,24 @@ def test_add_and_mul_7_to_6_swap_their_operands_when_a_fits_onto_b(op_type: str)
     op = node(model, op_type)
     assert [v.name for v in model.graph.inputs_of(op)] == ["b", "a"]
     assert op.attrs == {"broadcast": 1, "axis": 2}
+
+
+@pytest.mark.parametrize("op_type", ["Add", "Mul"])
+def test_add_and_mul_7_to_6_swap_their_operands_then_strip_the_ends_of_the_new_b(
+    op_type: str,
+) -> None:
+    model = binary(7, "float[3,1] a", "float[2,3,4] b", op=op_type, out="float[2,3,4] c")
+    convert_and_compare(model, 6, {"a": B34[:, :1].copy(), "b": A[..., 0].copy()})
+    op = node(model, op_type)
+    assert model.graph.inputs_of(op)[0].name == "b"
+    assert model.graph.inputs_of(op)[1].type.shape == (3,)
+    assert op.attrs == {"broadcast": 1, "axis": 1} and squeezes(model) == [[1]]
+
+
+def test_sub_7_to_6_does_not_swap_its_operands() -> None:
+    model = binary(7, "float[3,1] a", "float[2,3,4] b", out="float[2,3,4] c")
+    with pytest.raises(AdapterError, match="B has more dims than A: A would have to broadcast"):
+        convert(model, 6)
 
 
 @pytest.mark.parametrize(
