@@ -449,8 +449,11 @@ def check(
     ``verify``: runtimes (onnxruntime, openvino) to load the model in and run once, on random
     floats and zero integers (symbolic dims 1, or ``input_shapes[name]``), each in a child
     process. It runs only when every other check passed: a model with problems may crash the
-    runtime. Raises ModelReadError for an unreadable file and RuntimeUnavailableError when
-    a runtime asked for is not installed.
+    runtime. A Model object is checked as it is (the checker sees a copy with every weight
+    embedded) and, as shape_infer.infer does, gets its inferred types.
+
+    Raises ModelReadError for an unreadable file, RuntimeUnavailableError when a runtime
+    asked for is not installed.
     """
     for name in verify:
         require_runtime(name)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -323,3 +326,46 @@ def test_a_missing_runtime_is_named_with_the_extra_to_install(
     with pytest.raises(RuntimeUnavailableError, match=r"install onnxforge\[openvino\]") as exc:
         onnxforge.check(_write(tmp_path, GOOD), verify=["openvino"])
     assert exc.value.exit_code == 2
+
+
+_BIG_CHILD = """
+import resource, sys
+import onnxforge
+print(onnxforge.check(sys.argv[1], runtime="onnxruntime"))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+
+
+@pytest.mark.slow
+def test_a_model_over_2gb_is_checked_without_reading_its_weights(tmp_path: Path) -> None:
+    if shutil.disk_usage(tmp_path).free < 6 << 30:
+        pytest.skip(f"needs 6 GiB free in {tmp_path}")
+    rows = 576  # float32[576, 1024, 1024]: 2.25 GiB in external data
+    with open(tmp_path / "w.bin", "wb") as f:
+        for _ in range(rows):
+            f.write(np.ones((1024, 1024), np.float32).tobytes())
+    weight = onnx.TensorProto(name="W", data_type=onnx.TensorProto.FLOAT, dims=[rows, 1024, 1024])
+    weight.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in (("location", "w.bin"), ("offset", "0"), ("length", str(rows << 22))):
+        entry = weight.external_data.add()
+        entry.key, entry.value = key, value
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Add", ["X", "W"], ["Y"])],
+        "big",
+        [onnx.helper.make_tensor_value_info("X", onnx.TensorProto.FLOAT, [1, 1024, 1024])],
+        [onnx.helper.make_tensor_value_info("Y", onnx.TensorProto.FLOAT, [rows, 1024, 1024])],
+        [weight],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "big.onnx")
+    result = subprocess.run(
+        [sys.executable, "-c", _BIG_CHILD, str(tmp_path / "big.onnx")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    problems, peak = result.stdout.strip().splitlines()[-2:]
+    assert problems == "[]"
+    assert int(peak) < 512 << 20, f"peak RSS {int(peak) / 2**20:.0f} MiB for a 2.25 GiB weight"
