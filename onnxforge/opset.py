@@ -44,17 +44,18 @@ def since_version(op_type: str, opset: int, domain: str = "") -> int:
 
 
 @functools.cache
+def _versions_by_op() -> dict[tuple[str, str], tuple[int, ...]]:
+    """(domain, op_type) -> every since_version, read once from onnx.defs."""
+    found: dict[tuple[str, str], set[int]] = {}
+    for s in defs.get_all_schemas_with_history():
+        found.setdefault((s.domain, s.name), set()).add(int(s.since_version))
+    return {key: tuple(sorted(v)) for key, v in found.items()}
+
+
+@functools.cache
 def schema_versions(op_type: str, domain: str = "") -> tuple[int, ...]:
     """Every since_version of an op, ascending (Split: 1, 2, 11, 13, 18)."""
-    return tuple(
-        sorted(
-            {
-                int(s.since_version)
-                for s in defs.get_all_schemas_with_history()
-                if s.name == op_type and s.domain == _domain(domain)
-            }
-        )
-    )
+    return _versions_by_op().get((_domain(domain), op_type), ())
 
 
 def has_schema(op_type: str, domain: str = "") -> bool:
@@ -200,11 +201,7 @@ def allowed_types(
 
 def op_types(domain: str = "") -> tuple[str, ...]:
     """Every op of the domain that has a schema in some opset, sorted."""
-    return tuple(
-        sorted(
-            {s.name for s in defs.get_all_schemas_with_history() if s.domain == _domain(domain)}
-        )
-    )
+    return tuple(sorted(name for d, name in _versions_by_op() if d == _domain(domain)))
 
 
 @dataclass(frozen=True)

@@ -167,6 +167,12 @@ EXPLAINED: dict[tuple[str, int], str] = {
     ("Clip", 6): "min/max defaults written as -/+FLT_MAX: the same 'no bound' as before",
     ("GRU", 3): "direction's default typo fixed; linear_before_reset=0 is the old behaviour",
     ("Constant", 11): "value became optional next to the new sparse_value",
+    ("Gemm", 11): "C became optional (down: an omitted C is refused by arity)",
+    ("Resize", 13): "roi and scales became optional (down: omitted ones refused by arity)",
+    ("BatchNormalization", 15): (
+        "scale/bias and mean/var may differ in float type from X (T1, T2); down: the type "
+        "check's binding of T refuses mixed types"
+    ),
     ("OptionalHasElement", 18): "the input became optional (down: nodes without it refused)",
     **{
         (op, 11): "auto_pad SAME_* and the default strides/dilations documented; same result"
