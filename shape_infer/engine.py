@@ -126,6 +126,9 @@ class InferReport:
     static_values: dict[Value, tuple[int, ...]] = field(default_factory=dict)
     """Small integer tensors whose every element inference computed (Shape of a static
     tensor, arithmetic on it): what folding may turn into constants without running an op."""
+    known_values: dict[Value, tuple[Dim, ...]] = field(default_factory=dict)
+    """Small integer tensors whose elements inference knows, static or symbolic (None for an
+    unknown element): Shape of [N, 3] is (N, 3)."""
 
     @property
     def ok(self) -> bool:
@@ -306,6 +309,10 @@ class _Engine:
             raise ShapeError(f"subgraphs nested deeper than {MAX_FUNCTION_DEPTH} levels")
         where = f"{outer.where}{graph.name or 'subgraph'}: "
         scope = _Scope(graph, outer.opsets, where, outer.types, outer, outer.depth + 1)
+        for inner in ir.walk_graphs(graph):  # a body inferred again (Loop) starts afresh:
+            for op in inner.ops:  # an earlier pass's shapes are not declared ones
+                for value in op._outputs:
+                    outer.types.pop(value, None)  # type: ignore[arg-type]
         for value, t in zip(graph.inputs, input_types, strict=False):
             declared = value.type
             scope.types[value] = _merge(declared, t, None) if t is not None else declared
@@ -564,6 +571,7 @@ def infer(model: Model, *, strict: bool = False) -> InferReport:
         for v, k in engine.known.items()
         if all(isinstance(d, int) for d in k)
     }
+    report.known_values = dict(engine.known)
     for value, t in types.items():
         # Initializers keep their own type; value_info is written only where it says something.
         if t is not None and (value.const is None or value.type is not None):

@@ -82,6 +82,25 @@ def test_loop_scan_outputs_get_the_trip_count() -> None:
     assert types["ys"].shape == (5, 3)
 
 
+def test_a_loop_carried_shape_that_grows_is_not_kept_from_the_first_pass() -> None:
+    model = model_from_text("""<ir_version: 8, opset_import: ["" : 17]>
+    g (int64 n, float[2] x) => (float[?] y) {
+        t = Constant <value = bool {1}> ()
+        y = Loop(n, t, x) <body = b (int64 i, bool c, float[?] v) => (bool co, float[?] vo) {
+            co = Identity(c)
+            r = Relu(v)
+            q = Shape(r)
+            vo = Concat <axis = 0> (v, r)
+        }>
+    }""")
+    report = infer(model)
+    assert not report.errors
+    body = model.graph.ops[-1].attrs["body"]
+    types = {v.name: v.type for v in body.values()}
+    assert types["r"].shape != (2,) and types["vo"].shape != (4,)
+    assert all(v.name != "q" for v in report.static_values)
+
+
 def test_local_functions_are_inferred_per_call() -> None:
     model = model_from_text("""<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
     g (float[2, 3] a, float[5] b) => (float[?, ?] y, float[?] z) {
