@@ -5,7 +5,15 @@ from __future__ import annotations
 __all__ = [
     "DEFAULT_FOLD_LIMIT",
     "PASSES",
+    "EliminateCommonSubexpressionsPass",
     "EliminateDeadCodePass",
+    "EliminateIdentityPass",
+    "FixedPoint",
+    "FuseBatchNormIntoConvPass",
+    "FuseBiasAddPass",
+    "FuseMatMulAddPass",
+    "SimplifyShapeOpsPass",
+    "cleanup_passes",
     "FoldConstantsPass",
     "ConvertOpsetPass",
     "Pass",
@@ -17,10 +25,24 @@ __all__ = [
     "register_pass",
 ]
 
-from onnxforge.passes._infra import PASSES, Pass, PassManager, PassResult, Report, register_pass
+from onnxforge.passes._infra import (
+    PASSES,
+    FixedPoint,
+    Pass,
+    PassManager,
+    PassResult,
+    Report,
+    register_pass,
+)
 from onnxforge.passes.convert import ConvertOpsetPass, convert
+from onnxforge.passes.eliminate_common_subexpressions import EliminateCommonSubexpressionsPass
 from onnxforge.passes.eliminate_dead_code import EliminateDeadCodePass
+from onnxforge.passes.eliminate_identity import EliminateIdentityPass
 from onnxforge.passes.fold_constants import DEFAULT_FOLD_LIMIT, FoldConstantsPass
+from onnxforge.passes.fuse_batchnorm_into_conv import FuseBatchNormIntoConvPass
+from onnxforge.passes.fuse_bias_add import FuseBiasAddPass
+from onnxforge.passes.fuse_matmul_add import FuseMatMulAddPass
+from onnxforge.passes.simplify_shape_ops import SimplifyShapeOpsPass
 
 
 def fold_pipeline(
@@ -31,3 +53,18 @@ def fold_pipeline(
     return PassManager(
         [FoldConstantsPass(limit_bytes=limit_bytes, exclude=exclude), EliminateDeadCodePass()]
     )
+
+
+def cleanup_passes() -> list[Pass]:
+    """The cleanup passes in the order a fixed point repeats them (``FixedPoint``): no-ops
+    go first so that the patterns after them touch, shape chains collapse, the exact
+    fusions run, duplicates merge, and dead code goes last."""
+    return [
+        EliminateIdentityPass(),
+        SimplifyShapeOpsPass(),
+        FuseBatchNormIntoConvPass(),
+        FuseBiasAddPass(),
+        FuseMatMulAddPass(),
+        EliminateCommonSubexpressionsPass(),
+        EliminateDeadCodePass(),
+    ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "PASSES",
+    "FixedPoint",
     "Pass",
     "PassManager",
     "PassResult",
@@ -60,6 +61,40 @@ class Pass(abc.ABC):
         self.requires(model)
         result = self.call(model)
         self.ensures(result.model)
+        return result
+
+
+class FixedPoint(Pass):
+    """Run ``passes`` in order, again and again until none of them changes the model, at
+    most ``max_iterations`` rounds. Stats are the passes' own, prefixed with their name,
+    plus ``iterations``; a cap reached with changes still coming is logged."""
+
+    name: ClassVar[str] = "fixed-point"
+
+    def __init__(self, passes: Sequence[Pass], *, max_iterations: int = 8) -> None:
+        self.passes = list(passes)
+        self.max_iterations = max_iterations
+
+    def call(self, model: Model) -> PassResult:
+        result = PassResult(model)
+        for i in range(1, self.max_iterations + 1):
+            result.stats["iterations"] += 1
+            changed = False
+            for p in self.passes:
+                try:
+                    step = p(model)
+                except OnnxForgeError as e:
+                    raise PassError(f"pass {p.name} (iteration {i}): {e}") from e
+                changed |= step.modified
+                for key, count in step.stats.items():
+                    result.stats[f"{p.name}.{key}"] += count
+                for key, details in step.details.items():
+                    result.details.setdefault(f"{p.name}.{key}", []).extend(details)
+            result.modified |= changed
+            if not changed:
+                break
+        else:
+            logger.info("%s: still changing after %d iterations", self.name, self.max_iterations)
         return result
 
 

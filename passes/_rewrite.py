@@ -1,0 +1,213 @@
+"""What the cleanup passes share: constants, shapes, opset versions, and bypassing an op."""
+
+from __future__ import annotations
+
+__all__ = [
+    "STANDARD_DOMAINS",
+    "bypass",
+    "constant",
+    "dtype_of",
+    "graphs_with_opset",
+    "inferred_types",
+    "is_graph_output",
+    "only_reader",
+    "producer_of",
+    "refresh_captures",
+    "rename",
+    "reshape_target",
+    "set_input",
+    "shape_of",
+    "since",
+]
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+from onnxforge import opset as schemas
+from onnxforge.errors import OnnxForgeError
+from onnxforge.ir import (
+    Graph,
+    Model,
+    Op,
+    Shape,
+    Tensor,
+    TensorType,
+    Value,
+    constant_tensor,
+    walk_graphs,
+)
+from onnxforge.shape_infer import InferReport, infer
+
+logger = logging.getLogger(__name__)
+
+STANDARD_DOMAINS = frozenset({"", "ai.onnx"})
+
+
+def graphs_with_opset(model: Model) -> Iterator[tuple[Graph, int]]:
+    """Every graph (parents before their bodies) with the default-domain opset its ops use:
+    the model's, or a local function's own import."""
+    base = dict(model.opset_imports)
+    main = base.get("", base.get("ai.onnx", 0))
+    for graph in walk_graphs(model.graph):
+        yield graph, main
+    for fn in model.functions:
+        imports = {**base, **fn.opset_imports}
+        version = imports.get("", imports.get("ai.onnx", main))
+        for graph in walk_graphs(fn.graph):
+            yield graph, version
+
+
+def since(op: Op, opset: int) -> int | None:
+    """The since_version of ``op``'s schema at ``opset``; None for other domains or no schema."""
+    if op.domain not in STANDARD_DOMAINS:
+        return None
+    try:
+        return schemas.since_version(op.op_type, opset)
+    except OnnxForgeError:
+        return None
+
+
+def constant(value: Value | None) -> np.ndarray | None:
+    """The contents of an initializer a caller cannot override (of this graph or an enclosing
+    one) or of a Constant op's output; None for anything else."""
+    if value is None:
+        return None
+    owner = value.graph
+    if not isinstance(value.const, Tensor):
+        op = owner.producer(value) if owner is not None else None
+        if op is None or op.op_type != "Constant" or op.domain not in STANDARD_DOMAINS:
+            return None
+        tensor = constant_tensor(op)
+        return None if tensor is None else tensor.numpy()
+    if owner is not None and any(v is value for v in owner.inputs):
+        return None  # a default the caller may override
+    try:
+        return value.const.numpy()
+    except OnnxForgeError:
+        return None
+
+
+def shape_of(value: Value | None) -> Shape | None:
+    """The shape of a constant, else the (inferred) type's shape."""
+    if value is None:
+        return None
+    if isinstance(value.const, Tensor):
+        return value.const.shape
+    return value.type.shape if isinstance(value.type, TensorType) else None
+
+
+def dtype_of(value: Value | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value.const, Tensor):
+        return value.const.dtype
+    if isinstance(value.type, TensorType) and value.type.dtype:
+        return value.type.dtype
+    return None
+
+
+def is_graph_output(graph: Graph, value: Value) -> bool:
+    return any(v is value for v in graph.outputs)
+
+
+def only_reader(graph: Graph, value: Value | None, op: Op) -> bool:
+    """``op`` is the one use of ``value``: no other op or port, no subgraph, no graph output."""
+    if value is None or value.graph is not graph or is_graph_output(graph, value):
+        return False
+    uses = [(o, k) for o, keys in graph.nx.succ[value].items() for k in keys]
+    return len(uses) == 1 and uses[0][0] is op
+
+
+def producer_of(
+    graph: Graph, value: Value | None, op_types: set[str] | frozenset[str]
+) -> Op | None:
+    """The op of ``graph`` computing ``value`` when it is one of ``op_types`` (ONNX domain)."""
+    first = graph.producer(value) if value is not None else None
+    if first is None or first.op_type not in op_types or first.domain not in STANDARD_DOMAINS:
+        return None
+    return first
+
+
+def set_input(graph: Graph, op: Op, port: int, value: Value | None) -> None:
+    """``graph.set_input`` that also fills an omitted trailing optional input (Conv's bias)."""
+    while len(op._inputs) <= port:
+        op._inputs.append(None)
+    graph.set_input(op, port, value)
+
+
+def rename(value: Value, name: str) -> None:
+    """Give ``value`` a new name; capture edges (keyed by name) follow."""
+    old = value.name
+    value.name = name
+    if value.graph is None:
+        return
+    for graph in walk_graphs(value.graph):
+        if value not in graph.nx:
+            continue
+        for op, keys in list(graph.nx.succ[value].items()):
+            if ("capture", old) in keys:
+                graph.nx.remove_edge(value, op, key=("capture", old))
+                graph.nx.add_edge(value, op, key=("capture", name))
+
+
+def bypass(graph: Graph, op: Op, source: Value) -> bool:
+    """Remove ``op``, whose first output equals ``source``; its other outputs must be unread.
+
+    1. The output is not a graph output: its readers read ``source``.
+    2. It is a graph output and ``source`` is computed by an op of this graph and is not a
+       graph output itself: ``source`` takes the output's name and type.
+    3. Otherwise (``source`` is a graph input, initializer, captured value or another
+       graph output) the op stays: False.
+    """
+    out, *rest = graph.outputs_of(op)
+    if out is None or any(v is not None and graph.is_used(v) for v in rest):
+        return False
+    if not is_graph_output(graph, out):  # Case 1
+        graph.replace_all_uses(out, source)
+        graph.remove_op(op)
+        return True
+    if graph.producer(source) is None or is_graph_output(graph, source):
+        return False  # Case 3
+    # Case 2
+    name, declared = out.name, out.type
+    graph.replace_all_uses(out, source)
+    graph.remove_op(op)
+    rename(source, name)
+    if declared is not None:
+        source.type = declared
+    return True
+
+
+def refresh_captures(model: Model) -> None:
+    """Drop capture edges whose value no body reads any more, innermost bodies first."""
+    for graph in reversed(list(model.graphs())):
+        if graph.parent is not None and graph.owner is not None:
+            graph.parent.refresh_captures(graph.owner)
+
+
+@contextmanager
+def inferred_types(model: Model) -> Iterator[InferReport]:
+    """Type every value for the duration of a pass; declared types come back afterwards (a
+    pass adds no value_info), except on graph outputs, which keep the inferred ones."""
+    declared = {v: v.type for g in model.graphs() for v in g.values()}
+    report = infer(model)
+    try:
+        yield report
+    finally:
+        for graph in model.graphs():
+            for value in graph.values():
+                if value.graph is not graph or is_graph_output(graph, value):
+                    continue  # an outer value is its own graph's; outputs keep inferred types
+                if value in declared:
+                    value.type = declared[value]
+
+
+# -- operands from attributes or constant inputs ----------------------------------------------
+def reshape_target(op: Op, version: int) -> np.ndarray | None:
+    """A Reshape's target shape: the attribute before 5, then the constant second input."""
+    if version < 5:
+        return np.array(op.attr("shape", []), dtype=np.int64)
+    return constant(op._inputs[1]) if len(op._inputs) > 1 else None

@@ -1,0 +1,183 @@
+"""eliminate-common-subexpressions: ops computing the same thing from the same inputs, and
+initializers holding the same bytes, are merged."""
+
+from __future__ import annotations
+
+__all__ = ["EliminateCommonSubexpressionsPass"]
+
+import hashlib
+import logging
+from collections import defaultdict
+from collections.abc import Hashable
+from typing import ClassVar
+
+import numpy as np
+
+from onnxforge.ir import AttrRef, Graph, Model, Op, Tensor, Value
+from onnxforge.kernels import NONDETERMINISTIC
+from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
+from onnxforge.passes._rewrite import STANDARD_DOMAINS, is_graph_output, refresh_captures
+
+logger = logging.getLogger(__name__)
+
+SMALL_BYTES = 1024
+"""Constants up to this size are compared by their bytes; larger ones by a blake2b digest of
+them (and then bytes again, so equal digests never merge different tensors)."""
+COMMUTATIVE = frozenset({"Add", "Mul", "Max", "Min", "Sum", "Mean", "And", "Or", "Xor", "Equal"})
+DOMAINS = STANDARD_DOMAINS | {"ai.onnx.ml"}
+
+
+@register_pass
+class EliminateCommonSubexpressionsPass(Pass):
+    """Merge duplicates, in every graph, innermost bodies first.
+
+    1. Initializers with the same dtype, shape and bytes (not graph inputs, which a caller
+       may override, nor graph outputs) become one; readers read the first.
+    2. Ops with the same type, domain, attributes and inputs (commutative ops without
+       attributes: the same inputs in any order) become one, in topological order so that
+       merges cascade. Never merged: random ops, ops of other domains (they may call
+       anything), ops with subgraphs unless the subgraphs are equal node for node.
+    3. Graph outputs keep their names: when the duplicate's output is a graph output the
+       first op's readers move to the duplicate instead; when both are, nothing merges.
+    """
+
+    name: ClassVar[str] = "eliminate-common-subexpressions"
+
+    def call(self, model: Model) -> PassResult:
+        result = PassResult(model)
+        for graph in reversed(list(model.graphs())):
+            self._initializers(graph, result)
+            self._ops(graph, result)
+        refresh_captures(model)
+        result.modified = bool(result.stats)
+        return result
+
+    @staticmethod
+    def _initializers(graph: Graph, result: PassResult) -> None:
+        """Case 1."""
+        groups: dict[Hashable, list[Value]] = defaultdict(list)
+        for value in graph.initializers:
+            if not isinstance(value.const, Tensor) or any(v is value for v in graph.inputs):
+                continue
+            if not is_graph_output(graph, value):
+                groups[(value.const.dtype, value.const.shape)].append(value)
+        for candidates in groups.values():
+            if len(candidates) < 2:
+                continue
+            kept: dict[Hashable, list[tuple[Value, np.ndarray]]] = defaultdict(list)
+            for value in candidates:
+                data = _raw(value.const)  # type: ignore[arg-type]
+                key = _digest(data)
+                same = next((k for k, d in kept[key] if np.array_equal(d, data)), None)
+                if same is None:
+                    kept[key].append((value, data))
+                    continue
+                graph.replace_all_uses(value, same)
+                graph.remove_initializer(value)
+                result.note("initializers_merged", value.name)
+
+    def _ops(self, graph: Graph, result: PassResult) -> None:
+        """Cases 2 and 3."""
+        seen: dict[Hashable, Op] = {}
+        for op in graph.topo_order():
+            key = _op_key(op)
+            if key is None:
+                continue
+            first = seen.get(key)
+            if first is None:
+                seen[key] = op
+                continue
+            keep, drop = first, op
+            if any(v is not None and is_graph_output(graph, v) for v in op._outputs):
+                keep, drop = op, first
+                if any(v is not None and is_graph_output(graph, v) for v in first._outputs):
+                    continue  # Case 3: both outputs are named by the graph
+            for new, old in zip(keep._outputs, drop._outputs, strict=True):
+                if new is not None and old is not None:
+                    graph.replace_all_uses(old, new)
+            label = node_label(drop)
+            graph.remove_op(drop)
+            seen[key] = keep
+            result.note("ops_merged", label)
+
+
+def _raw(tensor: Tensor) -> np.ndarray:
+    """The tensor's bytes as a flat uint8 array (a view where it lies in a file); strings as
+    the bytes of their repr."""
+    array = tensor.numpy()
+    if array.dtype.kind == "O":
+        return np.frombuffer(repr(array.tolist()).encode(), np.uint8)
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+
+
+def _digest(data: np.ndarray) -> bytes:
+    return data.tobytes() if data.size <= SMALL_BYTES else hashlib.blake2b(data).digest()
+
+
+def _op_key(op: Op) -> Hashable | None:
+    if op.domain not in DOMAINS or op.op_type in NONDETERMINISTIC:
+        return None
+    try:
+        attrs = tuple(sorted((k, _attr_key(v)) for k, v in op.attrs.items()))
+    except _Unequal:
+        return None
+    inputs = list(op._inputs)
+    while inputs and inputs[-1] is None:
+        inputs.pop()
+    ids: tuple[int, ...] = tuple(id(v) for v in inputs)
+    if op.op_type in COMMUTATIVE and not op.attrs:
+        ids = tuple(sorted(ids))
+    outputs = tuple(v is None for v in op._outputs)
+    return (op.domain or "", op.op_type, op.overload, attrs, ids, outputs)
+
+
+class _Unequal(Exception):
+    """An attribute this pass cannot compare: the op is never merged."""
+
+
+def _attr_key(value: object) -> Hashable:
+    if isinstance(value, (int, float, str, bytes, AttrRef)):
+        return (type(value).__name__, repr(value))
+    if isinstance(value, list):
+        return ("list", tuple(_attr_key(v) for v in value))
+    if isinstance(value, Tensor):
+        return ("tensor", value.dtype, value.shape, _digest(_raw(value)))
+    if isinstance(value, Graph):
+        return ("graph", _graph_key(value))
+    raise _Unequal  # sparse tensors, type protos
+
+
+def _graph_key(graph: Graph) -> Hashable:
+    """The body node for node, inner values numbered by where they appear, outer values by
+    identity: equal keys compute the same from the same outer values."""
+    number: dict[Value, int] = {}
+
+    def ref(value: Value | None) -> Hashable:
+        if value is None:
+            return None
+        if value in number:
+            return ("local", number[value])
+        if value.graph is graph:
+            number[value] = len(number)
+            return ("local", number[value])
+        return ("outer", id(value))
+
+    key: list[Hashable] = [tuple(_type_key(v) for v in graph.inputs)]
+    key.append(tuple(ref(v) for v in graph.inputs))
+    for value in graph.initializers:
+        const = value.const
+        key.append((ref(value), _attr_key(const) if isinstance(const, Tensor) else id(value)))
+    for op in graph.topo_order():
+        op_key = _op_key(op)
+        if op_key is None:
+            raise _Unequal
+        domain, op_type, overload, attrs, _, outputs = op_key  # type: ignore[misc]
+        key.append((domain, op_type, overload, attrs, outputs))
+        key.append(tuple(ref(v) for v in op._inputs))
+        key.append(tuple(ref(v) for v in op._outputs))
+    key.append(tuple(ref(v) for v in graph.outputs))
+    return tuple(key)
+
+
+def _type_key(value: Value) -> Hashable:
+    return repr(value.type)

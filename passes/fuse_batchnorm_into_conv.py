@@ -1,0 +1,138 @@
+"""fuse-batchnorm-into-conv: an inference BatchNormalization after a Conv or ConvTranspose
+with constant weights becomes part of the weights and bias."""
+
+from __future__ import annotations
+
+__all__ = ["FuseBatchNormIntoConvPass", "replace_weight"]
+
+import logging
+from typing import ClassVar
+
+import numpy as np
+
+from onnxforge.ir import Graph, Model, Op, Tensor, Value
+from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
+from onnxforge.passes._rewrite import (
+    STANDARD_DOMAINS,
+    bypass,
+    constant,
+    graphs_with_opset,
+    only_reader,
+    refresh_captures,
+    set_input,
+    since,
+)
+
+logger = logging.getLogger(__name__)
+
+FLOATS = frozenset({"e", "f", "d"})
+"""numpy kinds of the weights fused: float16, float32, float64 (``dtype.char``)."""
+
+
+@register_pass
+class FuseBatchNormIntoConvPass(Pass):
+    """Fold ``y = BatchNormalization(Conv(x, W, b), scale, B, mean, var)`` into the Conv.
+
+    With ``s = scale / sqrt(var + epsilon)`` per output channel: ``W' = W * s`` (along the
+    output-channel axis: 0 for Conv, 1 within each group for ConvTranspose) and
+    ``b' = (b - mean) * s + B``, computed in float64 and cast to W's dtype.
+
+    Fused when: the BatchNormalization runs in inference mode (is_test=1 before 7,
+    training_mode=0 from 14, spatial=1) and nothing reads its other outputs; scale, B, mean,
+    var, W and b are constants; the Conv's output is read by the BatchNormalization alone and
+    W by the Conv alone (a weight read elsewhere would be copied). b is replaced in place
+    when only the Conv reads it, otherwise the Conv gets a new bias.
+    """
+
+    name: ClassVar[str] = "fuse-batchnorm-into-conv"
+
+    def call(self, model: Model) -> PassResult:
+        result = PassResult(model)
+        for graph, opset in graphs_with_opset(model):
+            for op in graph.topo_order():
+                if op.op_type == "BatchNormalization" and op._graph is graph:
+                    label = node_label(op)
+                    if self._fuse(graph, op, since(op, opset)):
+                        result.note("fused", label)
+        refresh_captures(model)
+        result.modified = bool(result.stats)
+        return result
+
+    def _fuse(self, graph: Graph, bn: Op, version: int | None) -> bool:
+        if version is None or not _inference(bn, version) or len(bn._inputs) != 5:
+            return False
+        if any(v is not None and graph.is_used(v) for v in bn._outputs[1:]):
+            return False
+        y = bn._inputs[0]
+        conv = graph.producer(y) if y is not None else None
+        if conv is None or conv.op_type not in ("Conv", "ConvTranspose"):
+            return False
+        if conv.domain not in STANDARD_DOMAINS or not only_reader(graph, y, bn):
+            return False
+        w_value = conv._inputs[1]
+        w = constant(w_value)
+        if w is None or w.dtype.char not in FLOATS or w.ndim < 3:
+            return False
+        if not only_reader(graph, w_value, conv):
+            return False
+        scale, beta, mean, var = (constant(v) for v in bn._inputs[1:])
+        group = int(conv.attr("group", 1))
+        channels = w.shape[0] if conv.op_type == "Conv" else w.shape[1] * group
+        params = [scale, beta, mean, var]
+        if any(p is None or p.shape != (channels,) for p in params):
+            return False
+        bias_value = conv._inputs[2] if len(conv._inputs) > 2 else None
+        bias = constant(bias_value) if bias_value is not None else np.zeros(channels)
+        if bias is None or bias.shape != (channels,):
+            return False
+        s = scale.astype(np.float64) / np.sqrt(
+            var.astype(np.float64) + float(bn.attr("epsilon", 1e-5))
+        )
+        weights = w.astype(np.float64)
+        if conv.op_type == "Conv":
+            weights = weights * s.reshape((channels,) + (1,) * (w.ndim - 1))
+        else:  # [C_in, M/group, k...]: output channel g*(M/group)+j scales W[group g][:, j]
+            grouped = weights.reshape((group, w.shape[0] // group) + w.shape[1:])
+            factor = s.reshape((group, 1, w.shape[1]) + (1,) * (w.ndim - 2))
+            weights = (grouped * factor).reshape(w.shape)
+        fused_bias = (bias.astype(np.float64) - mean) * s + beta
+        replace_weight(graph, conv, 1, weights.astype(w.dtype))
+        replace_weight(graph, conv, 2, fused_bias.astype(w.dtype), base=f"{y.name}_bias")
+        return bypass(graph, bn, y)  # y is read by bn alone: always case 1 or 2
+
+
+def _inference(bn: Op, version: int) -> bool:
+    if version < 7 and not bn.attr("is_test", 0):
+        return False
+    if version < 9 and not bn.attr("spatial", 1):
+        return False
+    return not (version >= 14 and bn.attr("training_mode", 0))
+
+
+def replace_weight(
+    graph: Graph, op: Op, port: int, array: np.ndarray, *, base: str | None = None
+) -> None:
+    """Make ``op`` read ``array`` at ``port``: the initializer there changes in place when
+    ``op`` is its only reader, otherwise a new initializer is made (named after ``base``)
+    and the old one goes when nothing else reads it."""
+    old: Value | None = op._inputs[port] if port < len(op._inputs) else None
+    if (
+        old is not None
+        and isinstance(old.const, Tensor)
+        and only_reader(graph, old, op)
+        and constant(old) is not None
+        and old in graph.initializers
+    ):
+        old.const = Tensor.from_numpy(np.ascontiguousarray(array), old.const.dtype)
+        return
+    name = graph.fresh_name(base or (old.name if old is not None else f"{op.op_type}_weight"))
+    value = graph.add_initializer(name, Tensor.from_numpy(np.ascontiguousarray(array)))
+    set_input(graph, op, port, value)
+    if (
+        old is not None
+        and old.graph is graph
+        and any(v is old for v in graph.initializers)
+        and not graph.is_used(old)
+        and not any(v is old for v in graph.inputs)
+    ):
+        graph.remove_initializer(old)
