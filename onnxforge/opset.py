@@ -92,12 +92,16 @@ def node_problem(
     n_outputs: int,
     input_dtypes: list[int | None],
     output_dtypes: list[int | None] | None = None,
+    input_kinds: list[str | None] | None = None,
+    output_kinds: list[str | None] | None = None,
     domain: str = "",
 ) -> str | None:
     """Why a node with these attributes, arity and element types is not valid under the schema
     ``opset`` selects, or None when it is (unknown dtypes are not held against it). Each
     input's and output's type must be one its constraint allows, and the values bound to one
-    type parameter (Pow-7's ``T``) must share their type."""
+    type parameter (Pow-7's ``T``) must share their type. ``*_kinds`` name what each value is
+    ("tensor", "seq", "optional", ...; None: unknown) for formals that may be other than
+    tensors (If-13's outputs take sequences, If-16's optionals too)."""
     try:
         schema = defs.get_schema(op_type, opset, _domain(domain))
     except defs.SchemaError:
@@ -115,6 +119,19 @@ def node_problem(
         return f"{version} takes {schema.min_input}..{schema.max_input} inputs, not {n_inputs}"
     if not schema.min_output <= n_outputs <= schema.max_output:
         return f"{version} has {schema.min_output}..{schema.max_output} outputs, not {n_outputs}"
+    for side, formals, kinds in (
+        ("input", list(schema.inputs), input_kinds or []),
+        ("output", list(schema.outputs), output_kinds or []),
+    ):
+        for i, kind in enumerate(kinds):
+            if kind is None or not formals:
+                continue
+            formal = formals[min(i, len(formals) - 1)]
+            strings = _constraint_strings(
+                op_type, int(schema.since_version), formal.type_str, domain
+            )
+            if strings and not any(t.startswith(f"{kind}(") for t in strings):
+                return f"{version} {side} {formal.name!r} does not take a {kind}"
     bound: dict[str, tuple[int, str]] = {}
     for side, formals, dtypes in (
         ("input", list(schema.inputs), input_dtypes),
@@ -139,6 +156,18 @@ def node_problem(
                     f"{formal.type_str}, but they are element types {first[0]} and {dtype}"
                 )
     return None
+
+
+@functools.cache
+def _constraint_strings(op_type: str, since: int, type_str: str, domain: str) -> frozenset[str]:
+    """The type strings a formal parameter allows ("tensor(float)", "seq(tensor(int64))")."""
+    if "(" in type_str:
+        return frozenset({type_str})
+    schema = defs.get_schema(op_type, since, _domain(domain))
+    for constraint in schema.type_constraints:
+        if constraint.type_param_str == type_str:
+            return frozenset(constraint.allowed_type_strs)
+    return frozenset()
 
 
 @functools.cache

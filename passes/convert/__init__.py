@@ -58,3 +58,4 @@ from onnxforge.passes.convert import resize as _resize  # noqa: E402, F401
 from onnxforge.passes.convert import legacy_broadcast as _legacy_broadcast  # noqa: E402, F401
 from onnxforge.passes.convert import scan as _scan  # noqa: E402, F401
 from onnxforge.passes.convert import decompose as _decompose  # noqa: E402, F401
+from onnxforge.passes.convert import pool as _pool  # noqa: E402, F401

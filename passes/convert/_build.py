@@ -16,6 +16,7 @@ __all__ = [
     "emit",
     "finish",
     "int64s",
+    "known",
     "normalize_axes",
     "rank_of",
     "remove_input",
@@ -23,6 +24,7 @@ __all__ = [
     "reroute_output",
     "scalar",
     "shape_of",
+    "spread",
     "take_const",
     "unsqueeze",
     "squeeze",
@@ -54,9 +56,23 @@ def dtype_of(ctx: ConvertContext, value: Value | None) -> int | None:
     return t.dtype if isinstance(t, TensorType) else None
 
 
+def known(graph: Graph, ctx: ConvertContext, value: Value | None) -> np.ndarray | None:
+    """The value's data when known without running the model: a constant, an inferred
+    integer vector, or an empty tensor (a static shape with a 0 dim)."""
+    array = ctx.const(graph, value)
+    if array is not None:
+        return array
+    t = ctx.type(value)
+    if t is not None and t.shape is not None and 0 in t.shape:
+        np_dtype = DType(t.dtype).numpy if t.dtype in DType._value2member_map_ else None
+        if np_dtype is not None and all(isinstance(d, int) for d in t.shape):
+            return np.zeros(t.shape, dtype=np_dtype)
+    return None
+
+
 def const_ints(graph: Graph, ctx: ConvertContext, value: Value | None) -> list[int] | None:
     """An integer input known without running the model, as a flat list."""
-    array = ctx.const(graph, value)
+    array = known(graph, ctx, value)
     if array is None or array.dtype.kind not in "iu":
         return None
     return [int(v) for v in np.asarray(array).reshape(-1)]
@@ -143,6 +159,33 @@ def reduce(
     return emit(graph, op_type, [x], base=base, axes=list(axes), keepdims=keepdims)
 
 
+def spread(
+    graph: Graph,
+    ctx: ConvertContext,
+    value: Value,
+    axes: Sequence[int],
+    rank: int,
+    *,
+    fill: Callable[[int], Value],
+    offset: int = 0,
+    base: str,
+) -> list[Value]:
+    """One 1-element piece per axis 0..rank-1: element ``offset + j`` of ``value`` (a 1-D
+    tensor computed at run time) at ``axes[j]``, ``fill(axis)`` elsewhere; Concat them."""
+    pieces = []
+    for axis in range(rank):
+        if axis in axes:
+            j = offset + list(axes).index(axis)
+            start, end = (
+                int64s(graph, ctx, f"{base}_s", [j]),
+                int64s(graph, ctx, f"{base}_e", [j + 1]),
+            )
+            pieces.append(emit(graph, "Slice", [value, start, end], base=base))
+        else:
+            pieces.append(fill(axis))
+    return pieces
+
+
 # -- editing -------------------------------------------------------------------------------
 def add_input(graph: Graph, op: Op, port: int, value: Value | None) -> None:
     """Set input ``port``, appending omitted optionals before it as needed."""
@@ -168,7 +211,7 @@ def take_const(graph: Graph, ctx: ConvertContext, op: Op, port: int) -> np.ndarr
     op untouched) when the input is absent or not constant."""
     inputs = graph.inputs_of(op)
     value = inputs[port] if port < len(inputs) else None
-    array = ctx.const(graph, value)
+    array = known(graph, ctx, value)
     if array is None:
         return None
     array = np.array(array)  # a copy: the initializer may go away
@@ -232,7 +275,10 @@ def reroute_output(
 
 
 def finish(op: Op, graph: Graph, ctx: ConvertContext) -> None:
-    """Raise when the adapted node is still not valid at the target opset."""
+    """Drop trailing omitted inputs; raise when the adapted node is still not valid at the
+    target opset."""
+    while op._inputs and op._inputs[-1] is None:
+        op._inputs.pop()
     problem = structural_problem(op, graph, ctx)
     if problem is not None:
         raise ctx.fail(op, problem)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from onnxforge import opset as schemas
-from onnxforge.ir import Graph, Op, TensorType
+from onnxforge.ir import Graph, Op, OpaqueType, TensorType, Value
 from onnxforge.passes.convert._registry import ConvertContext, find_adapter
 
 _NEGATIVE_AXES = (
@@ -84,6 +84,9 @@ SEMANTIC_STEPS: frozenset[tuple[str, int]] = frozenset(
         ("BatchNormalization", 9),
         # Resize-10 is 'asymmetric'/'round_prefer_floor'... under Resize-11's names.
         ("Resize", 11),
+        # ceil_mode: a last window starting in the right padding is dropped from 22.
+        ("AveragePool", 22),
+        ("MaxPool", 22),
     }
 )
 """(op_type, since_version) whose meaning changes while the node stays structurally valid
@@ -208,6 +211,8 @@ def structural_problem(op: Op, graph: Graph, ctx: ConvertContext) -> str | None:
         n_outputs=_arity(op._outputs),
         input_dtypes=[_dtype(ctx, v) for v in graph.inputs_of(op)],
         output_dtypes=[_dtype(ctx, v) for v in graph.outputs_of(op)],
+        input_kinds=[_kind(v) for v in graph.inputs_of(op)],
+        output_kinds=[_kind(v) for v in graph.outputs_of(op)],
         domain=op.domain,
     )
 
@@ -251,6 +256,15 @@ def _arity(values: list) -> int:
     while n and values[n - 1] is None:
         n -= 1
     return n
+
+
+_KINDS = {"sequence_type": "seq", "optional_type": "optional", "map_type": "map"}
+
+
+def _kind(value: Value | None) -> str | None:
+    """What a value holds when it is not a tensor (its OpaqueType's kind), else None."""
+    t = value.type if value is not None else None
+    return _KINDS.get(t.kind) if isinstance(t, OpaqueType) else None
 
 
 def _dtype(ctx: ConvertContext, value: object) -> int | None:

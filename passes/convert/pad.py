@@ -12,12 +12,15 @@ from onnxforge.passes.convert._build import (
     add_input,
     drop_if_unused,
     dtype_of,
+    emit,
     finish,
     int64s,
+    known,
     normalize_axes,
     rank_of,
     remove_input,
     scalar,
+    spread,
     take_const,
 )
 from onnxforge.passes.convert._registry import ConvertContext, adapter
@@ -75,26 +78,46 @@ def pad_11_10(op: Op, graph: Graph, ctx: ConvertContext) -> None:
 
 @adapter("Pad", 18, 17)
 def pad_18_17(op: Op, graph: Graph, ctx: ConvertContext) -> None:
-    """An axes input (constant, with constant pads and a known rank) is folded into pads for
-    every axis; the others get 0."""
+    """A constant axes input (and a known rank) is folded into pads for every axis, 0 for
+    the others: computed here for constant pads, by Slice/Concat for computed ones."""
     inputs = graph.inputs_of(op)
     if len(inputs) < 4 or inputs[3] is None:
         finish(op, graph, ctx)
         return
-    axes = ctx.const(graph, inputs[3])
-    pads = ctx.const(graph, inputs[1])
-    rank = rank_of(ctx, inputs[0])
-    if axes is None or pads is None or rank is None:
-        raise ctx.fail(op, "axes needs constant axes and pads and a known rank to be folded")
+    x, pads_value, axes_value = inputs[0], inputs[1], inputs[3]
+    assert pads_value is not None
+    axes = known(graph, ctx, axes_value)
+    rank = rank_of(ctx, x)
+    if axes is None or rank is None:
+        raise ctx.fail(op, "axes must be a constant and the rank known to fold them into pads")
     fixed = normalize_axes([int(a) for a in axes.reshape(-1)], rank)
     assert fixed is not None
-    flat = [int(p) for p in pads.reshape(-1)]
-    full = np.zeros(2 * rank, dtype=np.int64)
-    for i, axis in enumerate(fixed):
-        full[axis] = flat[i]
-        full[axis + rank] = flat[i + len(fixed)]
+    base = op.name or "pad"
+    pads = known(graph, ctx, pads_value)
+    if pads is not None:
+        flat = [int(p) for p in pads.reshape(-1)]
+        full = np.zeros(2 * rank, dtype=np.int64)
+        for i, axis in enumerate(fixed):
+            full[axis] = flat[i]
+            full[axis + rank] = flat[i + len(fixed)]
+        new = ctx.add_constant(graph, f"{base}_pads", full)
+    else:
+        zero = int64s(graph, ctx, f"{base}_zero", [0])
+        pieces = [
+            *spread(graph, ctx, pads_value, fixed, rank, fill=lambda _: zero, base=base),
+            *spread(
+                graph,
+                ctx,
+                pads_value,
+                fixed,
+                rank,
+                fill=lambda _: zero,
+                offset=len(fixed),
+                base=base,
+            ),
+        ]
+        new = emit(graph, "Concat", pieces, base=base, axis=0)
     remove_input(graph, op, 3)
-    graph.set_input(op, 1, ctx.add_constant(graph, f"{op.name or 'pad'}_pads", full))
-    if inputs[1] is not None:
-        drop_if_unused(graph, inputs[1])
+    graph.set_input(op, 1, new)
+    drop_if_unused(graph, pads_value)
     finish(op, graph, ctx)

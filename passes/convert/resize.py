@@ -29,11 +29,14 @@ from onnxforge.passes.convert._build import (
     drop_if_unused,
     emit,
     finish,
+    int64s,
+    known,
     normalize_axes,
     rank_of,
     remove_input,
     replace_outputs,
     shape_of,
+    spread,
     take_const,
 )
 from onnxforge.passes.convert._registry import ConvertContext, adapter
@@ -208,8 +211,9 @@ def resize_13_12(op: Op, graph: Graph, ctx: ConvertContext) -> None:
 
 @adapter("Resize", 18, 17)
 def resize_18_17(op: Op, graph: Graph, ctx: ConvertContext) -> None:
-    """antialias=0 and keep_aspect_ratio_policy='stretch' go; axes are folded into full
-    scales (1 elsewhere) or sizes (X's static dims elsewhere)."""
+    """antialias=0 and keep_aspect_ratio_policy='stretch' go; axes are folded into roi,
+    scales and sizes for every axis (roi 0..1, scale 1, X's own dim elsewhere): computed here
+    for constants, by Slice/Concat otherwise."""
     if int(op.attrs.pop("antialias", 0) or 0):
         raise ctx.fail(op, "antialias=1 has no equivalent before 18")
     policy = _text(op.attrs.pop("keep_aspect_ratio_policy", None), "stretch")
@@ -218,26 +222,68 @@ def resize_18_17(op: Op, graph: Graph, ctx: ConvertContext) -> None:
     axes = op.attrs.pop("axes", None)
     if axes is not None:
         x = graph.inputs_of(op)[0]
+        assert x is not None
         rank = rank_of(ctx, x)
         fixed = normalize_axes([int(a) for a in axes], rank)
         if fixed is None or rank is None:
             raise ctx.fail(op, "axes and X's rank is unknown")
-        shape = shape_of(ctx, x)
-        for port, fill in ((2, None), (3, shape)):
-            inputs = graph.inputs_of(op)
-            if port >= len(inputs) or inputs[port] is None:
-                continue
-            data = ctx.const(graph, inputs[port])
-            if data is None or data.size == 0:
-                continue
-            if port == 2:
-                full = np.ones(rank, dtype=data.dtype)
-            else:
-                if fill is None or not all(isinstance(d, int) for d in fill):
-                    raise ctx.fail(op, "sizes with axes need X's static shape before 18")
-                full = np.array(fill, dtype=data.dtype)
-            for i, axis in enumerate(fixed):
-                full[axis] = data.reshape(-1)[i]
-            old = inputs[port]
-            graph.set_input(op, port, ctx.add_constant(graph, f"{old.name}_full", full))  # type: ignore[union-attr]
+        for port in (1, 2, 3):
+            _spread_input(op, graph, ctx, port, x=x, axes=fixed, rank=rank)
     finish(op, graph, ctx)
+
+
+def _spread_input(
+    op: Op, graph: Graph, ctx: ConvertContext, port: int, *, x: Value, axes: list[int], rank: int
+) -> None:
+    """Input ``port`` (roi, scales or sizes) given for ``axes``, made one for every axis."""
+    inputs = graph.inputs_of(op)
+    value = inputs[port] if port < len(inputs) else None
+    if value is None:
+        return
+    data = known(graph, ctx, value)
+    if data is not None and data.size == 0:
+        return
+    base = f"{op.name or 'resize'}_{('roi', 'scales', 'sizes')[port - 1]}"
+    n = len(axes)
+    if data is not None:
+        flat = data.reshape(-1)
+        if port == 1:
+            full = np.concatenate([np.zeros(rank), np.ones(rank)]).astype(data.dtype)
+            for j, axis in enumerate(axes):
+                full[axis], full[axis + rank] = flat[j], flat[j + n]
+        elif port == 2:
+            full = np.ones(rank, dtype=data.dtype)
+            full[axes] = flat
+        else:
+            shape = shape_of(ctx, x)
+            if shape is None or not all(isinstance(d, int) for d in shape):
+                full = None
+            else:
+                full = np.array(shape, dtype=data.dtype)
+                full[axes] = flat
+        if full is not None:
+            graph.set_input(op, port, ctx.add_constant(graph, base, full))
+            drop_if_unused(graph, value)
+            return
+    if port == 1:
+        zero, one = _floats(graph, ctx, f"{base}_0", [0]), _floats(graph, ctx, f"{base}_1", [1])
+        pieces = [
+            *spread(graph, ctx, value, axes, rank, fill=lambda _: zero, base=base),
+            *spread(graph, ctx, value, axes, rank, fill=lambda _: one, offset=n, base=base),
+        ]
+    elif port == 2:
+        one = _floats(graph, ctx, f"{base}_1", [1])
+        pieces = spread(graph, ctx, value, axes, rank, fill=lambda _: one, base=base)
+    else:
+        dims = emit(graph, "Shape", [x], base=base)
+
+        def own(axis: int) -> Value:
+            start, end = (
+                int64s(graph, ctx, f"{base}_s", [axis]),
+                int64s(graph, ctx, f"{base}_e", [axis + 1]),
+            )
+            return emit(graph, "Slice", [dims, start, end], base=base)
+
+        pieces = spread(graph, ctx, value, axes, rank, fill=own, base=base)
+    graph.set_input(op, port, emit(graph, "Concat", pieces, base=base, axis=0))
+    drop_if_unused(graph, value)

@@ -183,3 +183,13 @@ def test_every_blocking_node_is_listed_at_once_with_op_name_and_versions() -> No
     assert "3 blocking node(s)" in message
     assert "Cast node 'first' 13 -> 12" in message and "Cast node 'second' 13 -> 12" in message
     assert "Pad node 'pad' 19 -> 18" in message
+
+
+def test_a_sequence_output_the_older_if_lacks_is_a_problem() -> None:
+    text = """<ir_version: 8, opset_import: ["" : 13]> g (bool c, float[2] x)
+        => (seq(float[2]) y) {
+        y = If (c) <
+            then_branch = t () => (seq(float[2]) a) { a = SequenceConstruct (x) },
+            else_branch = e () => (seq(float[2]) b) { b = SequenceConstruct (x, x) }> }"""
+    with pytest.raises(AdapterError, match="If-11 output 'outputs' does not take a seq"):
+        convert(model_from_text(text), 12)

@@ -47,3 +47,9 @@ def test_clip_consumed_inputs_goes_at_6() -> None:
         y = Clip <min = -0.5, max = 0.5, consumed_inputs = [0]> (x) }}"""
     model = check_conversion(text, 6)
     assert "consumed_inputs" not in model.graph.ops[0].attrs
+
+
+def test_clip_with_both_bounds_omitted_loses_the_empty_inputs_below_11() -> None:
+    text = f"""{header(13)} g (float[N, 4] x) => (float[N, 4] y) {{ y = Clip (x, , ) }}"""
+    model = check_conversion(text, 7)
+    assert model.graph.ops[0]._inputs == [model.graph.inputs[0]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from adapter_check import check_conversion, header, op_types
 
@@ -69,3 +70,15 @@ def test_pad_paddings_of_opset_1_become_pads_and_back() -> None:
     model = check_conversion(text, 11)
     check_conversion(model, 1)
     assert model.graph.ops[0].attrs["paddings"] == [0, 1, 0, 2]
+
+
+def test_pad_computed_pads_with_constant_axes_are_spread_over_every_axis_at_17() -> None:
+    text = f"""{header(18)} g (float[N, 3, 4] x, int64[2] pads) => (float[?, ?, ?] y) {{
+        axes = Constant <value = int64[1] {{1}}> ()
+        y = Pad (x, pads, , axes) }}"""
+    feeds = {
+        "x": np.ones((2, 3, 4), np.float32),
+        "pads": np.array([1, 2], np.int64),
+    }
+    model = check_conversion(text, 17, feeds=feeds)
+    assert "Concat" in op_types(model)

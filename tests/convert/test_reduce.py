@@ -3,6 +3,7 @@ noop_with_empty_axes, negative axes below 11."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from adapter_check import check_conversion, header, op_types
 
@@ -88,3 +89,11 @@ def test_reduce_mean_from_18_reaches_7_through_every_step() -> None:
         y = ReduceMean (x, axes) }}"""
     model = check_conversion(text, 7)
     assert model.graph.ops[0].attrs["axes"] == [2]
+
+
+def test_reduce_with_an_empty_axes_input_reduces_everything_below_18() -> None:
+    text = f"""{header(18)} g (float[N, 4] x, int64[0] axes) => (float[1, 1] y) {{
+        y = ReduceSum (x, axes) }}"""
+    feeds = {"x": np.ones((2, 4), np.float32), "axes": np.zeros((0,), np.int64)}
+    model = check_conversion(text, 12, feeds=feeds)
+    assert "axes" not in model.graph.ops[0].attrs and len(model.graph.ops[0]._inputs) == 1

@@ -3,6 +3,7 @@ Resize-10 rounding as nearest_mode), roi/scales at 13, antialias/axes/policy at 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from adapter_check import check_conversion, header, op_types
 
@@ -86,3 +87,14 @@ def test_upsample_9_scales_become_the_attribute_at_8_and_height_width_at_6() -> 
     assert model.graph.ops[0].attrs == {"height_scale": 2.0, "width_scale": 3.0}
     convert(model, 13)  # Upsample-1 does not run anywhere: no numbers to compare
     assert op_types(model) == ["Resize"]
+
+
+def test_resize_18_computed_scales_with_axes_are_spread_over_every_axis_below_18() -> None:
+    text = f"""{header(18)} g (float[1, 2, 6, 10] x, float[2] s) => (float[?, ?, ?, ?] y) {{
+        y = Resize <mode = "nearest", axes = [2, 3]> (x, , s) }}"""
+    feeds = {
+        "x": np.random.default_rng(0).standard_normal((1, 2, 6, 10)).astype(np.float32),
+        "s": np.array([2.0, 0.5], np.float32),
+    }
+    model = check_conversion(text, 13, feeds=feeds)
+    assert "Concat" in op_types(model)
