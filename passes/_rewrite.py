@@ -11,6 +11,7 @@ __all__ = [
     "inferred_types",
     "is_graph_output",
     "only_reader",
+    "output_name",
     "producer_of",
     "refresh_captures",
     "rename",
@@ -129,6 +130,11 @@ def producer_of(
     if first is None or first.op_type not in op_types or first.domain not in STANDARD_DOMAINS:
         return None
     return first
+
+
+def output_name(op: Op) -> str:
+    """The name of the op's first output (to name what is made for it)."""
+    return next((v.name for v in op._outputs if v is not None), op.op_type)
 
 
 def set_input(graph: Graph, op: Op, port: int, value: Value | None) -> None:

@@ -15,7 +15,15 @@ __all__ = [
 import numpy as np
 
 from onnxforge.ir import Graph, Op, Tensor
-from onnxforge.passes._rewrite import bypass, constant, producer_of, set_input, shape_of, since
+from onnxforge.passes._rewrite import (
+    bypass,
+    constant,
+    output_name,
+    producer_of,
+    set_input,
+    shape_of,
+    since,
+)
 
 
 def raw_axes(op: Op, opset: int) -> list[int] | None:
@@ -117,7 +125,7 @@ def squeeze_chain(graph: Graph, op: Op, version: int, opset: int) -> bool:
         op.attrs["axes"] = combined
     else:
         axes = graph.add_initializer(
-            graph.fresh_name(f"{op._outputs[0].name}_axes"),
+            graph.fresh_name(f"{output_name(op)}_axes"),
             Tensor.from_numpy(np.array(combined, dtype=np.int64)),
         )
         set_input(graph, op, 1, axes)

@@ -9,7 +9,7 @@ import hashlib
 import logging
 from collections import defaultdict
 from collections.abc import Hashable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -111,10 +111,12 @@ def _raw(tensor: Tensor) -> np.ndarray:
 
 
 def _digest(data: np.ndarray) -> bytes:
-    return data.tobytes() if data.size <= SMALL_BYTES else hashlib.blake2b(data).digest()
+    if data.size <= SMALL_BYTES:
+        return data.tobytes()
+    return hashlib.blake2b(data.data).digest()
 
 
-def _op_key(op: Op) -> Hashable | None:
+def _op_key(op: Op) -> tuple[Any, ...] | None:
     if op.domain not in DOMAINS or op.op_type in NONDETERMINISTIC:
         return None
     try:
@@ -171,7 +173,7 @@ def _graph_key(graph: Graph) -> Hashable:
         op_key = _op_key(op)
         if op_key is None:
             raise _Unequal
-        domain, op_type, overload, attrs, _, outputs = op_key  # type: ignore[misc]
+        domain, op_type, overload, attrs, _, outputs = op_key
         key.append((domain, op_type, overload, attrs, outputs))
         key.append(tuple(ref(v) for v in op._inputs))
         key.append(tuple(ref(v) for v in op._outputs))

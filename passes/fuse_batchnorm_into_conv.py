@@ -65,7 +65,7 @@ class FuseBatchNormIntoConvPass(Pass):
             return False
         y = bn._inputs[0]
         conv = graph.producer(y) if y is not None else None
-        if conv is None or conv.op_type not in ("Conv", "ConvTranspose"):
+        if y is None or conv is None or conv.op_type not in ("Conv", "ConvTranspose"):
             return False
         if conv.domain not in STANDARD_DOMAINS or not only_reader(graph, y, bn):
             return False

@@ -18,6 +18,7 @@ from onnxforge.passes._rewrite import (
     graphs_with_opset,
     inferred_types,
     only_reader,
+    output_name,
     refresh_captures,
     set_input,
     shape_of,
@@ -101,7 +102,7 @@ def _into_conv(graph: Graph, conv: Op, c: np.ndarray) -> bool:
         return False
     per_channel = np.broadcast_to(c.reshape(aligned[1]).astype(np.float64), (channels,))
     fused = (bias.astype(np.float64) + per_channel).astype(w.dtype)
-    replace_weight(graph, conv, 2, fused, base=f"{conv._outputs[0].name}_bias")
+    replace_weight(graph, conv, 2, fused, base=f"{output_name(conv)}_bias")
     return True
 
 
@@ -125,6 +126,6 @@ def _into_gemm(
     if not all(n in (1, d) for n, d in zip(old.shape[::-1], shape[::-1], strict=False)):
         return False
     fused = beta * old.astype(np.float64) + c.astype(np.float64)
-    replace_weight(graph, gemm, 2, fused.astype(c.dtype), base=f"{gemm._outputs[0].name}_bias")
+    replace_weight(graph, gemm, 2, fused.astype(c.dtype), base=f"{output_name(gemm)}_bias")
     gemm.attrs["beta"] = 1.0
     return True

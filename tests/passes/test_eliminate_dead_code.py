@@ -68,3 +68,57 @@ def test_dead_code_inside_branches_and_what_only_it_read() -> None:
     assert [op.op_type for op in model.graph.ops] == ["If"]
     x = np.array([-1.0, 2.0], np.float32)
     assert run_onnxruntime(model, {"c": np.array(True), "x": x})[0].tolist() == [0.0, 2.0]
+
+
+FUNCTIONS = """
+    <domain: "local", opset_import: ["" : 17, "local" : 1]>
+    Used (a) => (r) { r = local.Helper(a) }
+    <domain: "local", opset_import: ["" : 17]>
+    Helper (a) => (r) { r = Relu(a) }
+    <domain: "local", opset_import: ["" : 17, "local" : 1]>
+    Unused (a) => (r) { r = local.OnlyFromUnused(a) }
+    <domain: "local", opset_import: ["" : 17]>
+    OnlyFromUnused (a) => (r) { r = Neg(a) }"""
+
+
+def test_local_functions_nothing_calls_go_with_what_only_they_call() -> None:
+    model = model_from_text(
+        '<ir_version: 8, opset_import: ["" : 17, "local" : 1]>'
+        + """
+    g (float[2] x) => (float[2] y) { y = local.Used(x) }"""
+        + FUNCTIONS
+    )
+    assert _run(model) == {"functions_removed": 2}
+    assert [fn.name for fn in model.functions] == ["Used", "Helper"]
+    x = np.array([-1.0, 2.0], np.float32)
+    assert run_onnxruntime(model, {"x": x})[0].tolist() == [0.0, 2.0]
+
+
+def test_an_unread_call_of_a_pure_local_function_goes_and_then_the_function() -> None:
+    model = model_from_text(
+        '<ir_version: 8, opset_import: ["" : 17, "local" : 1]>'
+        + """
+    g (float[2] x) => (float[2] y) { t = local.Unused(x)  y = local.Used(x) }"""
+        + FUNCTIONS
+    )
+    assert _run(model) == {"ops_removed": 1, "functions_removed": 2}
+    assert [op.op_type for op in model.graph.ops] == ["Used"]
+
+
+def test_unread_inputs_of_a_loop_body_stay() -> None:
+    model = model_from_text(
+        HEADER
+        + """
+    g (int64 n, float[2] x) => (float[2] y) {
+        t = Constant <value = bool {1}> ()
+        y = Loop(n, t, x) <body = b (int64 i, bool c, float[2] v) => (bool co, float[2] vo) {
+            co = Identity(c)
+            unused = Abs(v)
+            vo = Neg(v)
+        }>
+    }"""
+    )
+    assert _run(model) == {"ops_removed": 1}
+    body = model.graph.ops[-1].attrs["body"]
+    assert [v.name for v in body.inputs] == ["i", "c", "v"]
+    assert [op.op_type for op in body.ops] == ["Identity", "Neg"]

@@ -1,0 +1,110 @@
+"""fuse-matmul-add: MatMul of 2-D operands plus an Add that broadcasts into [M, N] is one
+Gemm; batched MatMuls and Adds that would grow the result are left alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.parser
+import pytest
+from onnx import numpy_helper
+
+from onnxforge.io import from_proto, to_proto
+from onnxforge.ir import Model, verify
+from onnxforge.passes import FuseMatMulAddPass
+from onnxforge.testing import assert_models_close, random_feeds
+
+RNG = np.random.default_rng(2)
+
+
+def _model(text: str, **weights: np.ndarray) -> Model:
+    proto = onnx.parser.parse_model(text)
+    proto.graph.initializer.extend(numpy_helper.from_array(a, n) for n, a in weights.items())
+    onnx.checker.check_model(proto)
+    return from_proto(proto)
+
+
+def _run(model: Model) -> dict[str, int]:
+    stats = dict(FuseMatMulAddPass()(model).stats)
+    verify(model)
+    return stats
+
+
+def _ops(model: Model) -> list[str]:
+    return [op.op_type for op in model.graph.ops]
+
+
+@pytest.mark.parametrize(
+    ("x", "c", "add", "fused"),
+    [
+        ("float[M, 4]", "float[3] c", "Add(t, c)", True),
+        ("float[M, 4]", "float[1, 3] c", "Add(c, t)", True),
+        ("float[M, 4]", "float[M, 3] c", "Add(t, c)", True),  # not constant: still C
+        ("float[M, 4]", "float[M, 1] c", "Add(t, c)", True),
+        ("float[M, 4]", "float[K, 3] c", "Add(t, c)", False),  # K may be M or 1: unknown
+        ("float[M, 4]", "float[2, M, 3] c", "Add(t, c)", False),  # grows the result
+        ("float[B, M, 4]", "float[3] c", "Add(t, c)", False),  # batched: no Gemm
+        ("double[M, 4]", "double[3] c", "Add(t, c)", True),
+        ("float16[M, 4]", "float16[3] c", "Add(t, c)", False),  # no CPU Gemm kernel
+    ],
+)
+def test_matmul_of_matrices_plus_a_broadcast_add_becomes_gemm(
+    x: str, c: str, add: str, fused: bool
+) -> None:
+    elem = x.partition("[")[0]
+    dtype = {"float": np.float32, "double": np.float64, "float16": np.float16}[elem]
+    model = _model(
+        '<ir_version: 8, opset_import: ["" : 17]>'
+        + f"""
+    g ({x} x, {c}) => ({elem}[?, ?, ?] y) {{
+        t = MatMul(x, w)
+        y = {add}
+    }}""",
+        w=RNG.standard_normal((4, 3)).astype(dtype),
+    )
+    before = to_proto(model)
+    assert _run(model) == ({"fused": 1} if fused else {})
+    assert _ops(model) == (["Gemm"] if fused else ["MatMul", "Add"])
+    assert [v.name for v in model.graph.outputs] == ["y"]
+    if fused:
+        assert_models_close(before, model, random_feeds(before, dim=5))
+
+
+def test_a_matmul_read_twice_is_not_fused() -> None:
+    model = _model(
+        '<ir_version: 8, opset_import: ["" : 17]>'
+        + """
+    g (float[2, 4] x) => (float[2, 3] y, float[2, 3] z) {
+        t = MatMul(x, w)
+        y = Add(t, b)
+        z = Relu(t)
+    }""",
+        w=RNG.standard_normal((4, 3)).astype(np.float32),
+        b=RNG.standard_normal(3).astype(np.float32),
+    )
+    assert _run(model) == {}
+    assert _ops(model) == ["MatMul", "Add", "Relu"]
+
+
+def test_a_linear_layer_inside_a_branch_is_fused_there() -> None:
+    model = _model(
+        '<ir_version: 8, opset_import: ["" : 17]>'
+        + """
+    g (bool k, float[2, 4] x) => (float[2, 3] y) {
+        y = If(k) <
+            then_branch = t () => (float[2, 3] o) { m = MatMul(x, w)  o = Add(m, b) },
+            else_branch = e () => (float[2, 3] p) { p = MatMul(x, w) }
+        >
+    }""",
+        w=RNG.standard_normal((4, 3)).astype(np.float32),
+        b=RNG.standard_normal(3).astype(np.float32),
+    )
+    before = to_proto(model)
+    assert _run(model) == {"fused": 1}
+    then_branch, else_branch = model.graph.ops[0].subgraphs()
+    assert [op.op_type for op in then_branch.ops] == ["Gemm"]
+    assert [v.name for v in then_branch.outputs] == ["o"]
+    assert [op.op_type for op in else_branch.ops] == ["MatMul"]
+    for cond in (True, False):
+        feeds = {"k": np.array(cond), "x": RNG.standard_normal((2, 4)).astype(np.float32)}
+        assert_models_close(before, model, feeds)
