@@ -21,8 +21,11 @@ from onnxforge.passes._rewrite import STANDARD_DOMAINS, is_graph_output, refresh
 logger = logging.getLogger(__name__)
 
 SMALL_BYTES = 1024
-"""Constants up to this size are compared by their bytes; larger ones by a blake2b digest of
-them (and then bytes again, so equal digests never merge different tensors)."""
+"""Tensor attributes up to this size are keyed by their bytes, larger ones by a digest."""
+SAMPLE_BYTES = 4096
+"""Initializers of the same dtype and shape are grouped by this many bytes spread over them
+(reading a few pages of a large weight, not all of it); only within a group are all bytes
+compared."""
 COMMUTATIVE = frozenset({"Add", "Mul", "Max", "Min", "Sum", "Mean", "And", "Or", "Xor", "Equal"})
 DOMAINS = STANDARD_DOMAINS | {"ai.onnx.ml"}
 
@@ -67,7 +70,7 @@ class EliminateCommonSubexpressionsPass(Pass):
             kept: dict[Hashable, list[tuple[Value, np.ndarray]]] = defaultdict(list)
             for value in candidates:
                 data = _raw(value.const)  # type: ignore[arg-type]
-                key = _digest(data)
+                key = _sample(data)
                 same = next((k for k, d in kept[key] if np.array_equal(d, data)), None)
                 if same is None:
                     kept[key].append((value, data))
@@ -108,6 +111,13 @@ def _raw(tensor: Tensor) -> np.ndarray:
     if array.dtype.kind == "O":
         return np.frombuffer(repr(array.tolist()).encode(), np.uint8)
     return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+
+
+def _sample(data: np.ndarray) -> bytes:
+    """Bytes spread over ``data`` (all of them when small): equal data, equal samples."""
+    if data.size <= SAMPLE_BYTES:
+        return data.tobytes()
+    return data[:: data.size // SAMPLE_BYTES][:SAMPLE_BYTES].tobytes() + data[-64:].tobytes()
 
 
 def _digest(data: np.ndarray) -> bytes:

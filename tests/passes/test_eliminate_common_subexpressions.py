@@ -127,12 +127,18 @@ def test_equal_initializers_merge_but_overridable_defaults_do_not() -> None:
 
 def test_large_initializers_merge_only_when_every_byte_is_equal() -> None:
     w = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
-    last = w.copy()
-    last[-1, -1] += 1.0
+    one_byte = w.copy()
+    one_byte.view(np.uint8).reshape(-1)[402] ^= 1  # between the sampled bytes
     negative_zero = np.zeros((64, 64), np.float32)
     negative_zero[0, 0] = -0.0
     model = _weights_model(
-        {"a": w, "b": w.copy(), "c": last, "z": np.zeros((64, 64), np.float32), "n": negative_zero}
+        {
+            "a": w,
+            "b": w.copy(),
+            "c": one_byte,
+            "z": np.zeros((64, 64), np.float32),
+            "n": negative_zero,
+        }
     )
     assert _run(model) == {"initializers_merged": 1}
     assert [v.name for v in model.graph.initializers] == ["a", "c", "z", "n"]
