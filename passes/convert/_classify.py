@@ -262,8 +262,10 @@ _KINDS = {"sequence_type": "seq", "optional_type": "optional", "map_type": "map"
 
 
 def _kind(value: Value | None) -> str | None:
-    """What a value holds when it is not a tensor (its OpaqueType's kind), else None."""
+    """What a value holds: "tensor", "seq", "optional", "map"; None when unknown."""
     t = value.type if value is not None else None
+    if isinstance(t, TensorType) or (value is not None and value.const is not None):
+        return "tensor"
     return _KINDS.get(t.kind) if isinstance(t, OpaqueType) else None
 
 

@@ -193,3 +193,12 @@ def test_a_sequence_output_the_older_if_lacks_is_a_problem() -> None:
             else_branch = e () => (seq(float[2]) b) { b = SequenceConstruct (x, x) }> }"""
     with pytest.raises(AdapterError, match="If-11 output 'outputs' does not take a seq"):
         convert(model_from_text(text), 12)
+
+
+def test_a_tensor_where_the_older_version_takes_only_optionals_is_a_problem() -> None:
+    text = """<ir_version: 8, opset_import: ["" : 18]> g (float[2] x) => (float[2] y) {
+        y = OptionalGetElement (x) }"""
+    with pytest.raises(
+        AdapterError, match="OptionalGetElement-15 input 'input' does not take a tensor"
+    ):
+        convert(model_from_text(text), 15)
