@@ -46,9 +46,36 @@ def shape_of(ctx: ConvertContext, value: Value | None) -> Shape | None:
     return t.shape if isinstance(t, TensorType) else None
 
 
-def rank_of(ctx: ConvertContext, value: Value | None) -> int | None:
+# Ops whose output has the rank of their (broadcast) inputs: a value without an inferred type
+# (one an adapter added, or one inference left open) takes its rank from them.
+_RANK_KEEPING = frozenset(
+    {
+        "Abs", "Add", "And", "Cast", "CastLike", "Ceil", "Clip", "Cos", "Div", "Elu", "Equal",
+        "Erf", "Exp", "Floor", "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish",
+        "Identity", "LeakyRelu", "Less", "LessOrEqual", "Log", "LogSoftmax", "Max", "Mean",
+        "Min", "Mish", "Mod", "Mul", "Neg", "Not", "Or", "Pow", "PRelu", "Reciprocal", "Relu",
+        "Round", "Selu", "Sigmoid", "Sign", "Sin", "Softmax", "Softplus", "Softsign", "Sqrt",
+        "Sub", "Sum", "Tanh", "Where", "Xor",
+    }
+)  # fmt: skip
+
+
+def rank_of(ctx: ConvertContext, value: Value | None, _depth: int = 0) -> int | None:
+    """The value's rank: inferred, or (for values without a type) the largest rank of the
+    inputs of the elementwise op that makes it."""
     shape = shape_of(ctx, value)
-    return None if shape is None else len(shape)
+    if shape is not None:
+        return len(shape)
+    graph = value._graph if value is not None else None
+    producer = graph.producer(value) if graph is not None and value is not None else None
+    if producer is None or producer.op_type not in _RANK_KEEPING or _depth > 32:
+        return None
+    ranks = [rank_of(ctx, v, _depth + 1) for v in graph.inputs_of(producer) if v is not None]  # type: ignore[union-attr]
+    if producer.op_type == "Clip":
+        ranks = ranks[:1]
+    if not ranks or any(r is None for r in ranks):
+        return None
+    return max(r for r in ranks if r is not None)
 
 
 def dtype_of(ctx: ConvertContext, value: Value | None) -> int | None:
