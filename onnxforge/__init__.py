@@ -14,12 +14,17 @@ __all__ = [
     "Value",
     "__version__",
     "check",
+    "convert",
+    "fold",
+    "infer",
     "load",
+    "optimize",
     "save",
     "verify",
 ]
 
 from onnxforge._check import Problem, check
+from onnxforge._optimize import convert, fold, infer, optimize
 from onnxforge.io import load, save
 from onnxforge.ir import DType, Function, Graph, Model, Op, Tensor, TensorType, Value, verify
 

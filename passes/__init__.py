@@ -10,6 +10,8 @@ __all__ = [
     "EliminateIdentityPass",
     "FixedPoint",
     "FuseBatchNormIntoConvPass",
+    "InferShapesPass",
+    "Instrument",
     "FuseBiasAddPass",
     "FuseMatMulAddPass",
     "SimplifyShapeOpsPass",
@@ -28,6 +30,7 @@ __all__ = [
 from onnxforge.passes._infra import (
     PASSES,
     FixedPoint,
+    Instrument,
     Pass,
     PassManager,
     PassResult,
@@ -42,6 +45,7 @@ from onnxforge.passes.fold_constants import DEFAULT_FOLD_LIMIT, FoldConstantsPas
 from onnxforge.passes.fuse_batchnorm_into_conv import FuseBatchNormIntoConvPass
 from onnxforge.passes.fuse_bias_add import FuseBiasAddPass
 from onnxforge.passes.fuse_matmul_add import FuseMatMulAddPass
+from onnxforge.passes.infer_shapes import InferShapesPass
 from onnxforge.passes.simplify_shape_ops import SimplifyShapeOpsPass
 
 

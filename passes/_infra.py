@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "PASSES",
     "FixedPoint",
+    "Instrument",
     "Pass",
     "PassManager",
     "PassResult",
@@ -19,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from onnxforge import ir
 from onnxforge.errors import OnnxForgeError, PassError
@@ -64,37 +65,67 @@ class Pass(abc.ABC):
         return result
 
 
+class Instrument(Protocol):
+    """Watches passes run (progress display, timing); FixedPoint reports its inner passes."""
+
+    def before_pass(self, pass_: Pass, model: Model) -> None: ...
+    def after_pass(self, pass_: Pass, model: Model, result: PassResult) -> None: ...
+
+
 class FixedPoint(Pass):
     """Run ``passes`` in order, again and again until none of them changes the model, at
     most ``max_iterations`` rounds. Stats are the passes' own, prefixed with their name,
-    plus ``iterations``; a cap reached with changes still coming is logged."""
+    plus ``iterations``; a cap reached with changes still coming is logged. ``rows`` sums
+    each inner pass over the rounds (time, ops before the first and after the last run)."""
 
     name: ClassVar[str] = "fixed-point"
 
     def __init__(self, passes: Sequence[Pass], *, max_iterations: int = 8) -> None:
         self.passes = list(passes)
         self.max_iterations = max_iterations
+        self.verify_each = False  # set by the PassManager that runs it
+        self.instruments: Sequence[Instrument] = ()
+        self.rows: list[Row] = []
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
+        rows = {p.name: Row(f"  {p.name}", False, 0.0, 0, 0, {}) for p in self.passes}
+        first = True
         for i in range(1, self.max_iterations + 1):
             result.stats["iterations"] += 1
             changed = False
             for p in self.passes:
+                row = rows[p.name]
+                before = _count_ops(model)
+                if first:
+                    row.ops_before = before
+                start = time.perf_counter()
+                for instrument in self.instruments:
+                    instrument.before_pass(p, model)
                 try:
                     step = p(model)
+                    if self.verify_each:
+                        ir.verify(model)
                 except OnnxForgeError as e:
                     raise PassError(f"pass {p.name} (iteration {i}): {e}") from e
+                for instrument in self.instruments:
+                    instrument.after_pass(p, model, step)
+                row.seconds += time.perf_counter() - start
+                row.ops_after = _count_ops(model)
+                row.modified |= step.modified
                 changed |= step.modified
                 for key, count in step.stats.items():
                     result.stats[f"{p.name}.{key}"] += count
+                    row.stats[key] = row.stats.get(key, 0) + count
                 for key, details in step.details.items():
                     result.details.setdefault(f"{p.name}.{key}", []).extend(details)
+            first = False
             result.modified |= changed
             if not changed:
                 break
         else:
             logger.info("%s: still changing after %d iterations", self.name, self.max_iterations)
+        self.rows = list(rows.values())
         return result
 
 
@@ -156,17 +187,28 @@ class PassManager:
     """Runs passes in order; ``verify_each`` checks the graph after every pass and names the
     pass that broke it. A failure names the pass and the passes before it."""
 
-    def __init__(self, passes: Sequence[Pass], *, verify_each: bool = False) -> None:
+    def __init__(
+        self,
+        passes: Sequence[Pass],
+        *,
+        verify_each: bool = False,
+        instruments: Sequence[Instrument] = (),
+    ) -> None:
         self.passes = list(passes)
         self.verify_each = verify_each
+        self.instruments = list(instruments)
         self.results: list[PassResult] = []
 
     def run(self, model: Model) -> Report:
         report = Report()
         done: list[str] = []
         for p in self.passes:
+            if isinstance(p, FixedPoint):
+                p.verify_each, p.instruments = self.verify_each, self.instruments
             before = _count_ops(model)
             start = time.perf_counter()
+            for instrument in self.instruments:
+                instrument.before_pass(p, model)
             try:
                 result = p(model)
                 if self.verify_each:
@@ -174,6 +216,8 @@ class PassManager:
             except OnnxForgeError as e:
                 after = f" (after {', '.join(done)})" if done else ""
                 raise PassError(f"pass {p.name}{after}: {e}") from e
+            for instrument in self.instruments:
+                instrument.after_pass(p, model, result)
             self.results.append(result)
             report.rows.append(
                 Row(
@@ -185,5 +229,7 @@ class PassManager:
                     dict(result.stats),
                 )
             )
+            if isinstance(p, FixedPoint):
+                report.rows.extend(p.rows)
             done.append(p.name)
         return report

@@ -1,0 +1,189 @@
+"""The main job: infer -> convert -> fold -> clean up to a fixed point -> infer, as one call
+(`onnxforge optimize` and ``onnxforge.optimize``)."""
+
+from __future__ import annotations
+
+__all__ = [
+    "DEFAULT_MAX_ITERATIONS",
+    "OptimizeOptions",
+    "convert",
+    "fix_input_shapes",
+    "fold",
+    "infer",
+    "optimize",
+    "optimize_model",
+    "parse_input_shape",
+    "pipeline",
+]
+
+import logging
+import os
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from onnxforge.errors import OnnxForgeError
+from onnxforge.ir import Model, TensorType
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_ITERATIONS = 8
+
+
+@dataclass
+class OptimizeOptions:
+    """What `onnxforge optimize` lets a user set (the CLI's options, one to one)."""
+
+    opset: int | None = None
+    fold_limit: int | None = None  # None: the fold pass's default
+    passes: Sequence[str] | None = None  # None: every pass of the default pipeline
+    skip: Collection[str] = ()
+    input_shapes: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    max_iterations: int = DEFAULT_MAX_ITERATIONS
+    verify_each: bool = False
+    allow_cast: bool = False
+
+
+def parse_input_shape(text: str) -> tuple[str, list[int]]:
+    """``"x=1,3,224,224"`` -> ("x", [1, 3, 224, 224])."""
+    name, sep, dims = text.rpartition("=")
+    if not sep or not name:
+        raise OnnxForgeError(
+            f"--input-shape {text!r}: expected NAME=D1,D2,... (e.g. x=1,3,224,224)"
+        )
+    try:
+        shape = [int(d) for d in dims.split(",")] if dims.strip() else []
+    except ValueError:
+        raise OnnxForgeError(f"--input-shape {text!r}: dims must be integers") from None
+    if any(d < 0 for d in shape):
+        raise OnnxForgeError(f"--input-shape {text!r}: dims must not be negative")
+    return name, shape
+
+
+def fix_input_shapes(model: Model, shapes: Mapping[str, Sequence[int]]) -> None:
+    """Give graph inputs static shapes (symbolic dims of the model fixed by the user); a name
+    that is no input, a rank that differs or a static dim that disagrees is an error."""
+    inputs = {v.name: v for v in model.graph.inputs if v.const is None}
+    for name, dims in shapes.items():
+        value = inputs.get(name)
+        if value is None:
+            known = ", ".join(sorted(inputs)) or "none"
+            raise OnnxForgeError(
+                f"--input-shape: the model has no input {name!r} (inputs: {known})"
+            )
+        t = value.type
+        if not isinstance(t, TensorType):
+            raise OnnxForgeError(f"--input-shape: input {name!r} is not a tensor")
+        if t.shape is not None:
+            if len(t.shape) != len(dims):
+                raise OnnxForgeError(
+                    f"--input-shape: input {name!r} has rank {len(t.shape)}, not {len(dims)}"
+                )
+            for i, (have, want) in enumerate(zip(t.shape, dims, strict=True)):
+                if isinstance(have, int) and have != want:
+                    raise OnnxForgeError(
+                        f"--input-shape: input {name!r} dim {i} is {have} in the model, not {want}"
+                    )
+        value.type = TensorType(t.dtype, tuple(int(d) for d in dims))
+
+
+def pipeline(options: OptimizeOptions) -> Any:
+    """The PassManager `optimize` runs for these options."""
+    from onnxforge import passes  # noqa: PLC0415  (passes import the core)
+
+    limit = {} if options.fold_limit is None else {"limit_bytes": options.fold_limit}
+    fold = passes.FoldConstantsPass(**limit)
+    group = [p for p in [fold, *passes.cleanup_passes()] if _wanted(p.name, options)]
+    stages: list[Any] = [passes.InferShapesPass()]
+    if options.opset is not None and _wanted("convert-opset", options):
+        stages.append(passes.ConvertOpsetPass(options.opset, allow_cast=options.allow_cast))
+    if group:
+        stages.append(passes.FixedPoint(group, max_iterations=options.max_iterations))
+    stages.append(passes.InferShapesPass())
+    return passes.PassManager(stages, verify_each=options.verify_each)
+
+
+def _wanted(name: str, options: OptimizeOptions) -> bool:
+    if options.passes is not None and name not in options.passes:
+        return False
+    return name not in options.skip
+
+
+def optimize_model(model: Model, options: OptimizeOptions | None = None) -> Any:
+    """Optimize ``model`` in place; returns the PassManager's Report."""
+    options = options or OptimizeOptions()
+    if options.input_shapes:
+        fix_input_shapes(model, options.input_shapes)
+    return pipeline(options).run(model)
+
+
+def _model(model_or_path: Any) -> Model:
+    from onnxforge import io  # noqa: PLC0415
+
+    if isinstance(model_or_path, Model):
+        return model_or_path
+    if isinstance(model_or_path, str | os.PathLike):
+        return io.load(model_or_path)
+    return io.from_proto(model_or_path)
+
+
+def _proto(model: Model) -> Any:
+    from onnxforge import io  # noqa: PLC0415
+
+    return io.to_proto(model)
+
+
+def optimize(
+    model_or_path: Any,
+    *,
+    opset: int | None = None,
+    fold_limit: int | None = None,
+    passes: Sequence[str] | None = None,
+    skip: Collection[str] = (),
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    allow_cast: bool = False,
+) -> Any:
+    """Optimize a model (an onnx.ModelProto, a path, or a Model, which is changed in place)
+    and return an onnx.ModelProto: what `onnxforge optimize` does, for converters that call
+    us as a library."""
+    model = _model(model_or_path)
+    options = OptimizeOptions(
+        opset=opset,
+        fold_limit=fold_limit,
+        passes=passes,
+        skip=skip,
+        input_shapes=dict(input_shapes or {}),
+        allow_cast=allow_cast,
+    )
+    optimize_model(model, options)
+    return _proto(model)
+
+
+def infer(model_or_path: Any, *, strict: bool = True) -> Any:
+    """The model with every inferred type (an onnx.ModelProto); ``strict`` raises a ShapeError
+    listing every inconsistency."""
+    from onnxforge.shape_infer import infer as infer_model  # noqa: PLC0415
+
+    model = _model(model_or_path)
+    infer_model(model, strict=strict)
+    return _proto(model)
+
+
+def convert(model_or_path: Any, opset: int, *, allow_cast: bool = False) -> Any:
+    """The model converted to ``opset`` (an onnx.ModelProto); AdapterError lists every node
+    that cannot be converted."""
+    from onnxforge.passes.convert import convert as convert_model  # noqa: PLC0415
+
+    model = _model(model_or_path)
+    convert_model(model, opset, allow_cast=allow_cast)
+    return _proto(model)
+
+
+def fold(model_or_path: Any, *, fold_limit: int | None = None) -> Any:
+    """The model with constants folded and what folding left unread removed (ModelProto)."""
+    from onnxforge.passes import fold_pipeline  # noqa: PLC0415
+
+    model = _model(model_or_path)
+    limit = {} if fold_limit is None else {"limit_bytes": fold_limit}
+    fold_pipeline(**limit).run(model)
+    return _proto(model)

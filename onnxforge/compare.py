@@ -1,0 +1,131 @@
+"""Prove a rewritten model computes what the original did: both run on onnxruntime with the
+same random inputs (what `optimize --check N` does)."""
+
+from __future__ import annotations
+
+__all__ = ["DEFAULT_ATOL", "DEFAULT_RTOL", "compare_on_onnxruntime", "random_inputs"]
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onnxforge.errors import OnnxForgeError
+from onnxforge.ir import DType, Model, TensorType
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_RTOL = 1e-4
+DEFAULT_ATOL = 1e-5
+DYNAMIC_BATCH = 2
+"""Size given to an unknown first dim; other unknown dims get DYNAMIC_OTHER."""
+DYNAMIC_OTHER = 5
+
+
+def random_inputs(model: Model, runs: int, *, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    """``runs`` sets of inputs for the model's graph inputs (initializer defaults excluded):
+    floats standard normal, integers and bools in [0, 2) so ids and masks stay valid, unknown
+    dims 2 (first) or 5 (others; fix them with --input-shape)."""
+    rng = np.random.default_rng(seed)
+    inputs = [v for v in model.graph.inputs if v.const is None]
+    sets = []
+    for _ in range(runs):
+        feeds: dict[str, np.ndarray] = {}
+        for value in inputs:
+            t = value.type
+            if not isinstance(t, TensorType) or t.shape is None:
+                raise OnnxForgeError(
+                    f"input {value.name!r} has no tensor shape; --check cannot make inputs for it"
+                )
+            np_dtype = DType(t.dtype).numpy if t.dtype in DType._value2member_map_ else None
+            if t.dtype == DType.BOOL:
+                np_dtype = np.dtype(np.bool_)
+            if np_dtype is None:
+                raise OnnxForgeError(
+                    f"input {value.name!r}: --check cannot make inputs of type {t.dtype}"
+                )
+            shape = [
+                d if isinstance(d, int) else (DYNAMIC_BATCH if i == 0 else DYNAMIC_OTHER)
+                for i, d in enumerate(t.shape)
+            ]
+            if np_dtype.kind in "iub":
+                feeds[value.name] = rng.integers(0, 2, shape).astype(np_dtype)
+            else:
+                feeds[value.name] = rng.standard_normal(shape).astype(np_dtype)
+        sets.append(feeds)
+    return sets
+
+
+def _session(path: Path) -> Any:
+    try:
+        import onnxruntime as ort  # noqa: PLC0415  (optional: only --check needs it)
+    except ImportError:
+        raise OnnxForgeError(
+            "--check runs the models on onnxruntime, which is not installed "
+            "(pip install onnxruntime)"
+        ) from None
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001  (onnxruntime raises its own untyped errors)
+        raise OnnxForgeError(f"{path}: onnxruntime cannot load it: {exc}") from None
+
+
+def _run(path: Path, feeds: Sequence[Mapping[str, np.ndarray]]) -> list[list[np.ndarray]]:
+    session = _session(path)
+    results = []
+    for f in feeds:
+        try:
+            results.append(session.run(None, dict(f)))
+        except Exception as exc:  # noqa: BLE001
+            raise OnnxForgeError(f"{path}: onnxruntime cannot run it: {exc}") from None
+    return results
+
+
+def compare_on_onnxruntime(
+    original: Path,
+    result: Path,
+    feeds: Sequence[Mapping[str, np.ndarray]],
+    output_names: Sequence[str],
+    *,
+    rtol: float = DEFAULT_RTOL,
+    atol: float = DEFAULT_ATOL,
+) -> list[str]:
+    """Every difference between the two models' outputs on ``feeds``, one line each (empty
+    when they agree). Sessions run one after the other, so a large model is held once."""
+    want = _run(original, feeds)
+    got = _run(result, feeds)
+    problems = []
+    for run, (w_outs, g_outs) in enumerate(zip(want, got, strict=True)):
+        if len(w_outs) != len(g_outs):
+            problems.append(
+                f"input set {run}: {len(g_outs)} outputs, the original has {len(w_outs)}"
+            )
+            continue
+        for name, w_out, g_out in zip(output_names, w_outs, g_outs, strict=True):
+            w, g = np.asarray(w_out), np.asarray(g_out)
+            if w.shape != g.shape or w.dtype != g.dtype:
+                problems.append(
+                    f"input set {run}, output {name!r}: {g.dtype}{list(g.shape)}, "
+                    f"the original gives {w.dtype}{list(w.shape)}"
+                )
+                continue
+            if w.dtype.kind in "fc":
+                close = np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+            else:
+                close = g == w
+            if not np.all(close):
+                bad = int(np.size(close) - np.count_nonzero(close))
+                detail = ""
+                if w.dtype.kind in "fc":
+                    diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
+                    detail = f", max abs difference {float(np.nanmax(diff)):.3g}"
+                problems.append(
+                    f"input set {run}, output {name!r}: {bad} of {np.size(close)} elements "
+                    f"differ beyond rtol={rtol}, atol={atol}{detail}"
+                )
+    return problems

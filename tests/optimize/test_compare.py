@@ -1,0 +1,79 @@
+"""onnxforge.compare: the proof `optimize --check` gives, and the inputs it makes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from onnxforge.compare import compare_on_onnxruntime, random_inputs
+from onnxforge.errors import OnnxForgeError
+from onnxforge.io import save
+from onnxforge.testing import model_from_text
+
+pytest.importorskip("onnxruntime")
+
+HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
+
+
+def _saved(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / name
+    save(model_from_text(HEADER + body), path)
+    return path
+
+
+def test_random_inputs_fill_symbolic_dims_and_keep_integers_small() -> None:
+    model = model_from_text(
+        HEADER + " g (float[N, 3, S] x, int64[N, S] ids) => (float[N, 3, S] y) { y = Relu(x) }"
+    )
+    (feeds,) = random_inputs(model, 1)
+    assert feeds["x"].shape == (2, 3, 5) and feeds["x"].dtype == np.float32
+    assert feeds["ids"].shape == (2, 5) and set(np.unique(feeds["ids"])) <= {0, 1}
+
+
+def test_random_inputs_differ_between_sets_and_repeat_with_the_seed() -> None:
+    model = model_from_text(HEADER + " g (float[4] x) => (float[4] y) { y = Relu(x) }")
+    a, b = random_inputs(model, 2)
+    assert not np.array_equal(a["x"], b["x"])
+    np.testing.assert_array_equal(random_inputs(model, 1)[0]["x"], a["x"])
+
+
+def test_an_input_without_a_shape_cannot_be_made_up() -> None:
+    model = model_from_text(HEADER + " g (float x) => (float y) { y = Relu(x) }")
+    model.graph.inputs[0].type = None
+    with pytest.raises(OnnxForgeError, match="'x' has no tensor shape"):
+        random_inputs(model, 1)
+
+
+def test_equal_models_have_no_differences(tmp_path: Path) -> None:
+    body = " g (float[2, 3] x) => (float[2, 3] y) { y = Relu(x) }"
+    a, b = _saved(tmp_path, "a.onnx", body), _saved(tmp_path, "b.onnx", body)
+    feeds = random_inputs(model_from_text(HEADER + body), 3)
+    assert compare_on_onnxruntime(a, b, feeds, ["y"]) == []
+
+
+def test_a_changed_result_is_named_with_its_output_and_input_set(tmp_path: Path) -> None:
+    a = _saved(tmp_path, "a.onnx", " g (float[2, 3] x) => (float[2, 3] y) { y = Relu(x) }")
+    b = _saved(tmp_path, "b.onnx", " g (float[2, 3] x) => (float[2, 3] y) { y = Abs(x) }")
+    feeds = random_inputs(
+        model_from_text(HEADER + " g (float[2, 3] x) => (float[2, 3] y) {y = Relu(x)}"), 2
+    )
+    problems = compare_on_onnxruntime(a, b, feeds, ["y"])
+    assert len(problems) == 2
+    assert problems[0].startswith("input set 0, output 'y': ")
+    assert "differ beyond rtol=0.0001, atol=1e-05, max abs difference" in problems[0]
+
+
+def test_a_changed_shape_is_a_difference(tmp_path: Path) -> None:
+    a = _saved(tmp_path, "a.onnx", " g (float[2, 3] x) => (float[2, 3] y) { y = Relu(x) }")
+    b = _saved(
+        tmp_path,
+        "b.onnx",
+        " g (float[2, 3] x) => (float[6] y) { s = Constant <value_ints = [6]> () "
+        "r = Relu(x) y = Reshape(r, s) }",
+    )
+    feeds = [{"x": np.ones((2, 3), np.float32)}]
+    assert compare_on_onnxruntime(a, b, feeds, ["y"]) == [
+        "input set 0, output 'y': float32[6], the original gives float32[2, 3]"
+    ]
