@@ -60,3 +60,4 @@ from onnxforge.passes.convert import scan as _scan  # noqa: E402, F401
 from onnxforge.passes.convert import decompose as _decompose  # noqa: E402, F401
 from onnxforge.passes.convert import pool as _pool  # noqa: E402, F401
 from onnxforge.passes.convert import rnn as _rnn  # noqa: E402, F401
+from onnxforge.passes.convert import mod as _mod  # noqa: E402, F401
