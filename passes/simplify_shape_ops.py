@@ -15,9 +15,11 @@ from onnxforge.kernels import NONDETERMINISTIC
 from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
 from onnxforge.passes._rewrite import (
     bypass,
+    constant,
     graphs_with_opset,
     inferred_types,
     is_graph_output,
+    output_name,
     producer_of,
     refresh_captures,
     reshape_target,
@@ -55,6 +57,9 @@ class SimplifyShapeOpsPass(Pass):
        (Shape of two tensors that are both [N, 4, 197, 64], the Slices of those) are one:
        readers of the later value read the earlier. Not inside Loop and Scan bodies, whose
        symbolic dims may change from one iteration to the next.
+    6. A Reshape whose computed target inference knows but for symbolic dims gets a constant
+       target: a symbol equal to the input's dim at that place becomes 0 (allowzero off),
+       one other symbol becomes -1 when every other element is a static positive size.
     """
 
     name: ClassVar[str] = "simplify-shape-ops"
@@ -75,6 +80,8 @@ class SimplifyShapeOpsPass(Pass):
                         result.note("made_constant", label)
                     elif not _in_loop(graph) and _same_known(graph, op, report, seen):
                         result.note("values_merged", label)
+                    elif op.op_type == "Reshape" and _constant_target(graph, op, version, report):
+                        result.note("reshape_targets_made_constant", label)
                     elif op.op_type == "Reshape" and _reshape_chain(graph, op, version, opset):
                         result.note("reshapes_merged", label)
                     elif op.op_type == "Transpose":
@@ -141,6 +148,34 @@ def _reshape_chain(graph: Graph, op: Op, version: int, opset: int) -> bool:
         if a is None or b is None or i >= min(len(a), len(b)) or not same_dim(a[i], b[i]):
             return False
     set_input(graph, op, 0, x)
+    return True
+
+
+def _constant_target(graph: Graph, op: Op, version: int, report: InferReport) -> bool:
+    """Case 6."""
+    target = op._inputs[1] if version >= 5 and len(op._inputs) > 1 else None
+    known = report.known_values.get(target) if target is not None else None
+    if known is None or constant(target) is not None or _in_loop(graph):
+        return False
+    shape = shape_of(op._inputs[0])
+    allowzero = version >= 14 and bool(op.attr("allowzero", 0))
+    elements: list[int] = []
+    for i, d in enumerate(known):
+        if isinstance(d, int):
+            elements.append(d)
+        elif d is None:
+            return False
+        elif not allowzero and shape is not None and i < len(shape) and same_dim(d, shape[i]):
+            elements.append(0)  # copies the input's dim
+        else:
+            elements.append(-1)
+    if elements.count(-1) > 1 or (-1 in elements and any(e <= 0 for e in elements if e != -1)):
+        return False  # -1 is only inferred exactly from positive static sizes
+    value = graph.add_initializer(
+        graph.fresh_name(f"{output_name(op)}_shape"),
+        Tensor.from_numpy(np.array(elements, dtype=np.int64)),
+    )
+    set_input(graph, op, 1, value)
     return True
 
 

@@ -9,7 +9,7 @@ import pytest
 from onnxforge.io import to_proto
 from onnxforge.ir import Model, verify
 from onnxforge.passes import EliminateDeadCodePass, SimplifyShapeOpsPass
-from onnxforge.testing import assert_models_close, model_from_text
+from onnxforge.testing import assert_models_close, model_from_text, random_feeds
 
 HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
 
@@ -223,14 +223,14 @@ def test_equal_symbolic_shapes_are_computed_once() -> None:
         r = Relu(x)
         s = Shape(x)
         t = Shape(r)
-        a = Reshape(x, s)
-        b = Reshape(r, t)
+        a = Expand(x, s)
+        b = Expand(r, t)
         y = Add(a, b)
     }"""
     )
     before = to_proto(model)
     assert _run(model) == {"values_merged": 1}
-    assert _ops(model) == ["Relu", "Shape", "Reshape", "Reshape", "Add"]
+    assert _ops(model) == ["Relu", "Shape", "Expand", "Expand", "Add"]
     assert_models_close(before, model)
 
 
@@ -257,3 +257,37 @@ def test_the_shape_of_a_growing_loop_carried_value_stays_computed() -> None:
     assert [op.op_type for op in body.ops].count("Shape") == 2
     feeds = {"n": np.array(3), "x": np.array([1.0, -2.0], np.float32)}
     assert_models_close(before, model, feeds)
+
+
+@pytest.mark.parametrize(
+    ("x", "target", "constant"),
+    [
+        ("float[N, 3, 4]", "Concat <axis = 0> (n, twelve)", [0, 12]),
+        ("float[N, 3, 4]", "Concat <axis = 0> (rest, n)", [3, 4, -1]),
+        ("float[N, M, 4]", "Concat <axis = 0> (m, n, four)", None),  # two symbols move
+    ],
+)
+def test_a_computed_reshape_target_known_but_for_symbols_becomes_constant(
+    x: str, target: str, constant: list[int] | None
+) -> None:
+    model = model_from_text(
+        HEADER
+        + f"""
+    g ({x} x) => (float[?, ?, ?] y) {{
+        s = Shape(x)
+        n = Shape <start = 0, end = 1> (x)
+        m = Shape <start = 1, end = 2> (x)
+        rest = Shape <start = 1> (x)
+        twelve = Constant <value = int64[1] {{12}}> ()
+        four = Constant <value = int64[1] {{4}}> ()
+        t = {target}
+        y = Reshape(x, t)
+    }}"""
+    )
+    before = to_proto(model)
+    stats = _run(model)
+    assert stats.get("reshape_targets_made_constant", 0) == (constant is not None)
+    if constant is not None:
+        assert _ops(model) == ["Reshape"]
+        assert model.graph.ops[-1]._inputs[1].const.numpy().tolist() == constant
+    assert_models_close(before, model, random_feeds(before, dim=5))
