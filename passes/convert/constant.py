@@ -1,14 +1,15 @@
 """Constant adapters going down: value_* attributes (12) and sparse_value (11) become a
-value tensor; a value whose type the older Constant lacks becomes an initializer."""
+value tensor; a value whose type the older Constant lacks becomes an initializer, as does a
+ConstantOfShape of a known shape below 9."""
 
 from __future__ import annotations
 
-__all__ = ["constant_down"]
+__all__ = ["constant_down", "constant_of_shape_9_8"]
 
 import numpy as np
 
 from onnxforge.ir import Graph, Op, SparseTensor, Tensor, constant_tensor
-from onnxforge.passes.convert._build import finish
+from onnxforge.passes.convert._build import finish, known
 from onnxforge.passes.convert._classify import structural_problem
 from onnxforge.passes.convert._registry import ConvertContext, adapter
 
@@ -48,3 +49,16 @@ def constant_down(op: Op, graph: Graph, ctx: ConvertContext) -> None:
             graph.make_constant(op, [tensor])
             return
     finish(op, graph, ctx)
+
+
+@adapter("ConstantOfShape", 9, 8)
+def constant_of_shape_9_8(op: Op, graph: Graph, ctx: ConvertContext) -> None:
+    """No ConstantOfShape before 9: with a shape known at conversion time its tensor becomes
+    an initializer (not in a function body)."""
+    shape = known(graph, ctx, graph.inputs_of(op)[0])
+    if shape is None or _function_body(graph):
+        raise ctx.fail(op, "no ConstantOfShape before 9, and the shape is computed at run time")
+    value = op.attr("value")
+    fill = value.numpy().reshape(-1)[0] if isinstance(value, Tensor) else np.float32(0)
+    array = np.full([int(d) for d in shape.reshape(-1)], fill, dtype=np.asarray(fill).dtype)
+    graph.make_constant(op, [Tensor.from_numpy(array)])

@@ -61,3 +61,14 @@ def test_constant_int64_below_9_becomes_an_initializer() -> None:
         y = Reshape (x, s) }}"""
     model = check_conversion(text, 7)
     assert op_types(model) == ["Reshape"] and model.graph.initializers[0].name == "s"
+
+
+def test_constant_of_shape_with_a_known_shape_becomes_an_initializer_below_9() -> None:
+    text = f"""{header(9)} g (float[2, 3] x) => (float[2, 3] y) {{
+        s = Constant <value = int64[2] {{2, 3}}> ()
+        c = ConstantOfShape <value = float[1] {{1.5}}> (s)
+        y = Add (x, c) }}"""
+    model = check_conversion(text, 7)
+    assert op_types(model) == ["Add"]
+    (c,) = [v for v in model.graph.initializers if v.name == "c"]
+    assert c.const.numpy().tolist() == [[1.5] * 3] * 2
