@@ -1,0 +1,86 @@
+"""remove-default-inputs: optional inputs fed all zeros, which is what their absence means,
+are omitted (the zero initial state of an LSTM, a zero bias)."""
+
+from __future__ import annotations
+
+__all__ = ["RemoveDefaultInputsPass"]
+
+import logging
+from typing import ClassVar
+
+import numpy as np
+
+from onnxforge.ir import Graph, Model, Tensor, Value
+from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
+from onnxforge.passes._rewrite import constant, graphs_with_opset, refresh_captures, since
+
+logger = logging.getLogger(__name__)
+
+ZERO_PORTS: dict[str, tuple[int, ...]] = {
+    "RNN": (3, 5),  # B, initial_h
+    "GRU": (3, 5),  # B, initial_h
+    "LSTM": (3, 5, 6, 7),  # B, initial_h, initial_c, P
+    "Conv": (2,),  # B
+    "ConvTranspose": (2,),  # B
+}
+"""Optional inputs whose absence means zeros (Gemm's C from 11 is handled apart)."""
+KEEP_ZEROS = frozenset(
+    {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Slice", "Expand"}
+    | {"Tile", "Cast", "Gather"}
+)
+"""Ops whose output is all zeros when their first input is."""
+MAX_DEPTH = 8
+
+
+@register_pass
+class RemoveDefaultInputsPass(Pass):
+    """Omit an optional input that is all zeros when its absence means zeros.
+
+    1. RNN, GRU, LSTM: the bias B, initial_h, initial_c and the peepholes P; Conv and
+       ConvTranspose: the bias B; Gemm from opset 11: C.
+    2. All zeros: a constant whose elements are all 0 (also -0.0), a ConstantOfShape of 0,
+       and what Reshape, Slice, Expand, Cast, Gather, Concat and the like make of those
+       (followed up to 8 producers back).
+    The producers left unread go with eliminate-dead-code.
+    """
+
+    name: ClassVar[str] = "remove-default-inputs"
+
+    def call(self, model: Model) -> PassResult:
+        result = PassResult(model)
+        for graph, opset in graphs_with_opset(model):
+            for op in graph.topo_order():
+                version = since(op, opset)
+                ports = ZERO_PORTS.get(op.op_type, ())
+                if op.op_type == "Gemm" and version is not None and version >= 11:
+                    ports = (2,)
+                if version is None or not ports:
+                    continue
+                for port in ports:
+                    value = op._inputs[port] if port < len(op._inputs) else None
+                    if value is not None and _zeros(graph, value, 0):
+                        graph.set_input(op, port, None)
+                        result.note("inputs_removed", f"{node_label(op)} input {port}")
+                while op._inputs and op._inputs[-1] is None:
+                    op._inputs.pop()
+        refresh_captures(model)
+        result.modified = bool(result.stats)
+        return result
+
+
+def _zeros(graph: Graph, value: Value, depth: int) -> bool:
+    """Case 2."""
+    array = constant(value)
+    if array is not None:
+        return array.dtype.kind in "iufcb" and not np.any(array)
+    owner = value.graph or graph
+    op = owner.producer(value)
+    if op is None or depth >= MAX_DEPTH or op.domain not in ("", "ai.onnx"):
+        return False
+    if op.op_type == "ConstantOfShape":
+        fill = op.attr("value")
+        return fill is None or (isinstance(fill, Tensor) and not np.any(fill.numpy()))
+    if op.op_type == "Concat":
+        return all(v is not None and _zeros(owner, v, depth + 1) for v in op._inputs)
+    first = op._inputs[0] if op._inputs else None
+    return op.op_type in KEEP_ZEROS and first is not None and _zeros(owner, first, depth + 1)
