@@ -83,25 +83,32 @@ def dropout_9_10(op: Op, graph: Graph, ctx: ConvertContext) -> None:
     finish(op, graph, ctx)
 
 
+def _constant_mask(op: Op, graph: Graph) -> None:
+    """At inference the mask is all true: a read mask becomes ConstantOfShape(Shape(data),
+    true) and the node loses the output."""
+    outputs = graph.outputs_of(op)
+    mask = outputs[1] if len(outputs) > 1 else None
+    if mask is None:
+        return
+    if graph.is_used(mask):
+        x = graph.inputs_of(op)[0]
+        assert x is not None
+        base = f"{op.name or 'dropout'}_mask"
+        dims = emit(graph, "Shape", [x], base=base)
+        true = Tensor.from_numpy(np.ones((1,), dtype=np.bool_))
+        ones = emit(graph, "ConstantOfShape", [dims], base=base, value=true)
+        graph.replace_all_uses(mask, ones)
+        name, mask.name = mask.name, graph.fresh_name(f"{mask.name}_unfilled")
+        ones.name, ones.type = name, mask.type
+    graph.nx.remove_node(mask)
+    op._outputs = op._outputs[:1]
+
+
 @adapter("Dropout", 10, 9)
 def dropout_10_9(op: Op, graph: Graph, ctx: ConvertContext) -> None:
     """Dropout-7 does not fill the mask at inference; from 10 it is all true there. A read
     mask becomes ConstantOfShape(Shape(data), true) and the node loses the output."""
-    outputs = graph.outputs_of(op)
-    mask = outputs[1] if len(outputs) > 1 else None
-    if mask is not None:
-        if graph.is_used(mask):
-            x = graph.inputs_of(op)[0]
-            assert x is not None
-            base = f"{op.name or 'dropout'}_mask"
-            dims = emit(graph, "Shape", [x], base=base)
-            true = Tensor.from_numpy(np.ones((1,), dtype=np.bool_))
-            ones = emit(graph, "ConstantOfShape", [dims], base=base, value=true)
-            graph.replace_all_uses(mask, ones)
-            name, mask.name = mask.name, graph.fresh_name(f"{mask.name}_unfilled")
-            ones.name, ones.type = name, mask.type
-        graph.nx.remove_node(mask)
-        op._outputs = op._outputs[:1]
+    _constant_mask(op, graph)
     finish(op, graph, ctx)
 
 
@@ -119,7 +126,9 @@ def dropout_11_12(op: Op, graph: Graph, ctx: ConvertContext) -> None:
 @adapter("Dropout", 12, 11)
 def dropout_12_11(op: Op, graph: Graph, ctx: ConvertContext) -> None:
     """Inference only: training_mode absent or a constant false. ratio then does not act; a
-    constant one is kept as the attribute, a computed one dropped. seed goes."""
+    constant one is kept as the attribute, a computed one dropped. seed goes. A read mask
+    (all true at inference) becomes ConstantOfShape(Shape(data), true): onnxruntime's
+    Dropout-10 returns it all false."""
     inputs = graph.inputs_of(op)
     if len(inputs) > 2 and inputs[2] is not None:
         mode = take_const(graph, ctx, op, 2)
@@ -133,4 +142,5 @@ def dropout_12_11(op: Op, graph: Graph, ctx: ConvertContext) -> None:
         else:
             remove_input(graph, op, 1)
     op.attrs.pop("seed", None)
+    _constant_mask(op, graph)
     finish(op, graph, ctx)

@@ -45,6 +45,15 @@ def test_dropout_mask_read_below_10_is_all_true_as_at_inference() -> None:
     assert [v.name for v in model.graph.outputs] == ["y", "mask"]
 
 
+def test_dropout_mask_read_below_12_is_all_true_as_at_inference() -> None:
+    """onnxruntime's Dropout-10 gives an all-false mask at inference: the mask is a constant."""
+    text = f"""{header(12)} g (float[N, 4] x) => (float[N, 4] y, bool[N, 4] mask) {{
+        y, mask = Dropout (x) }}"""
+    model = check_conversion(text, 11)
+    assert op_types(model) == ["Dropout", "Shape", "ConstantOfShape"]
+    assert [v.name for v in model.graph.outputs] == ["y", "mask"]
+
+
 def test_dropout_mask_read_above_9_is_cast_back_to_the_data_type() -> None:
     text = f"""{header(9)} g (float[N, 4] x) => (float[N, 4] y, float[N, 4] mask) {{
         y, mask = Dropout (x) }}"""
