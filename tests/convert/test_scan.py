@@ -1,15 +1,13 @@
-"""Scan (batch axis at 8, axes and directions at 9, negative axes below 11) and the legacy
-broadcast of Pow/And/Or/Xor/Equal/Greater/Less below 7."""
+"""Scan conversion: the batch axis of 8, axes and directions of 9, negative axes below 11."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from adapter_check import check_conversion, evaluate, header, op_types
+from adapter_check import check_conversion, header, op_types
 
 from onnxforge.errors import AdapterError
 from onnxforge.passes.convert import convert
-from onnxforge.testing import model_from_text, run_onnxruntime
+from onnxforge.testing import model_from_text
 
 BODY = """body (float[2] s_in, float[2] x_in) => (float[2] s_out, float[2] y_out) {
         s_out = Add (s_in, x_in)
@@ -40,26 +38,3 @@ def test_scan_negative_axes_become_positive_below_11() -> None:
     model = check_conversion(text, 10)
     scan = model.graph.ops[0]
     assert scan.attrs["scan_input_axes"] == [0] and scan.attrs["scan_output_axes"] == [0]
-
-
-def test_pow_with_legacy_broadcast_from_an_axis_gets_numpy_broadcasting_at_7() -> None:
-    text = f"""{header(6, 3)} g (float[2, 3, 4] a, float[3] b) => (float[2, 3, 4] y) {{
-        y = Pow <broadcast = 1, axis = 1> (a, b) }}"""
-    model = model_from_text(text)
-    rng = np.random.default_rng(0)
-    feeds = {
-        "a": rng.random((2, 3, 4)).astype(np.float32) + 0.5,
-        "b": np.array([1, 2, 0.5], np.float32),
-    }
-    expected = evaluate(model, feeds)
-    convert(model, 7)
-    assert "broadcast" not in model.graph.topo_order()[-1].attrs
-    np.testing.assert_allclose(run_onnxruntime(model, feeds)[0], expected[0], rtol=1e-6)
-
-
-def test_greater_with_numpy_broadcasting_says_broadcast_below_7() -> None:
-    text = f"""{header(7)} g (float[2, 3, 4] a, float[4] b) => (bool[2, 3, 4] y) {{
-        y = Greater (a, b) }}"""
-    model = model_from_text(text)
-    convert(model, 6)
-    assert model.graph.ops[0].attrs["broadcast"] == 1
