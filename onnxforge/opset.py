@@ -269,12 +269,12 @@ class SchemaChange:
 
 
 def _formals(params: object) -> list[tuple[str, int]]:
-    return [(p.name, int(p.option)) for p in params]  # type: ignore[attr-defined]
+    return [(p.name, int(p.option.value)) for p in params]  # type: ignore[attr-defined]
 
 
 def _appended(old: list[tuple[str, int]], new: list[tuple[str, int]]) -> bool:
     """``new`` is ``old`` with optional formal parameters appended (or the same)."""
-    optional = int(defs.OpSchema.FormalParameterOption.Optional)
+    optional = int(defs.OpSchema.FormalParameterOption.Optional.value)  # type: ignore[attr-defined]
     return new[: len(old)] == old and all(o == optional for _, o in new[len(old) :])
 
 
