@@ -104,13 +104,14 @@ def _initializer_bytes(model: Any) -> int:
     return total
 
 
-def child(tool: str, src: str, dst: str, external: bool) -> None:
+def child(tool: str, src: str, dst: str, external: bool, pipeline: str = "fold") -> None:
     """Load ``src``, fold/simplify it, save it to ``dst`` once with ``tool``; print time, RSS
     and the tool's own notes as JSON."""
     if tool == "onnxforge":
         import onnxforge.io
         import onnxforge.kernels._reference  # imported on first use otherwise (onnx.reference)
         import onnxforge.shape_infer._onnx_fallback
+        from onnxforge._optimize import optimize_model
         from onnxforge.passes import fold_pipeline
     elif tool == "onnxsim":
         import onnx
@@ -127,15 +128,21 @@ def child(tool: str, src: str, dst: str, external: bool) -> None:
     try:
         if tool == "onnxforge":
             model = onnxforge.io.load(src)
-            manager = fold_pipeline()  # what `onnxforge fold` runs: fold, then dead code
-            manager.run(model)
-            onnxforge.io.save(model, dst)  # keeps external data when the source had it
             parts = []
-            for p in manager.results:
-                prefix = "" if p is manager.results[0] else "dead code: "
-                for key, count in sorted(p.stats.items()):
-                    if count:
-                        parts.append(f"{prefix}{key.removeprefix('not_folded.')} {count}")
+            if pipeline == "optimize":  # what `onnxforge optimize` runs
+                report = optimize_model(model)
+                for row in report.rows:
+                    if row.pass_name.startswith("  ") and row.ops_after != row.ops_before:
+                        parts.append(f"{row.pass_name.strip()} {row.ops_before - row.ops_after}")
+            else:
+                manager = fold_pipeline()  # what `onnxforge fold` runs: fold, then dead code
+                manager.run(model)
+                for p in manager.results:
+                    prefix = "" if p is manager.results[0] else "dead code: "
+                    for key, count in sorted(p.stats.items()):
+                        if count:
+                            parts.append(f"{prefix}{key.removeprefix('not_folded.')} {count}")
+            onnxforge.io.save(model, dst)  # keeps external data when the source had it
             notes = ", ".join(parts)
         elif tool == "onnxsim":
             proto = onnx.load(src)
@@ -271,7 +278,14 @@ def _failure(done: subprocess.CompletedProcess[str], limit: int) -> str:
 
 
 def measure(
-    tool: str, case: Case, *, repeat: int, timeout: float, limit: int, work: Path
+    tool: str,
+    case: Case,
+    *,
+    repeat: int,
+    timeout: float,
+    limit: int,
+    work: Path,
+    pipeline: str = "fold",
 ) -> tuple[Result, Path | None]:
     """Run ``repeat`` fresh child processes, each in its own directory (its working directory:
     the tools may leave files there); keep the last run's output for the checks."""
@@ -285,7 +299,7 @@ def measure(
         (run_dir / "out").mkdir()
         dst = run_dir / "out" / "m.onnx"
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", tool, str(case.path)]
-        cmd += [str(dst)] + (["--external"] if case.external else [])
+        cmd += [str(dst), "--pipeline", pipeline] + (["--external"] if case.external else [])
         try:
             done = subprocess.run(
                 cmd,
@@ -473,14 +487,19 @@ def op_changes(before: dict[str, int], after: dict[str, int]) -> str:
     return ", ".join(f"{op} {d:+d}" for d, op in changed) or "none"
 
 
-def table(rows: list[tuple[Case, dict[str, Result]]], notes: list[str]) -> str:
+def table(
+    rows: list[tuple[Case, dict[str, Result]]], notes: list[str], pipeline: str = "fold"
+) -> str:
     """The Markdown report: times and nodes per model, medians, memory, sizes and checks, op
     types removed, findings, failures and method."""
     ours = "onnxforge"
     head = ["Model", "Size", "Nodes"] + [f"{t} (s)" for t in TOOLS]
     head += ["ours / onnxsim", "ours / onnxslim"]
     head += [f"nodes after: {t}" for t in TOOLS] + [f"removed: {t}" for t in TOOLS]
-    lines = ["# Constant folding: load + fold + save", ""]
+    title = {"fold": "Constant folding: load + fold + save"}.get(
+        pipeline, "Optimize: load + optimize + save"
+    )
+    lines = [f"# {title}", ""]
     lines += [_row(head), _row(["---"] * len(head))]
     ratios: dict[str, list[float]] = {"onnxsim": [], "onnxslim": []}
     removed: dict[str, list[int]] = {t: [] for t in TOOLS}
@@ -613,7 +632,9 @@ def _default_limit() -> int:
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line; run the benchmark (or one --child measurement or --check)."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="Markdown file to write")
+    parser.add_argument(
+        "--out", type=Path, help="Markdown file to write (default: results/<pipeline>.md)"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="runs per tool; best time is kept")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per run")
     parser.add_argument(
@@ -628,13 +649,20 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("ONNXFORGE_EXPORT_DIR"),
         help="exported models to add (default: $ONNXFORGE_EXPORT_DIR)",
     )
+    parser.add_argument(
+        "--pipeline",
+        choices=("fold", "optimize"),
+        default="fold",
+        help="what onnxforge runs: `fold` (default; results/fold.md) or `optimize` "
+        "(results/optimize.md)",
+    )
     parser.add_argument("--child", nargs=3, metavar=("TOOL", "SRC", "DST"), help=argparse.SUPPRESS)
     parser.add_argument("--external", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--check", nargs="+", metavar="MODEL", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         tool, src, dst = args.child
-        child(tool, src, dst, args.external)
+        child(tool, src, dst, args.external, args.pipeline)
         return 0
     if args.check:
         check(args.check[0], args.check[1:])
@@ -658,7 +686,13 @@ def main(argv: list[str] | None = None) -> int:
             results, outputs = {}, {}
             for tool in TOOLS:
                 result, kept = measure(
-                    tool, case, repeat=repeat, timeout=args.timeout, limit=limit, work=work
+                    tool,
+                    case,
+                    repeat=repeat,
+                    timeout=args.timeout,
+                    limit=limit,
+                    work=work,
+                    pipeline=args.pipeline,
                 )
                 results[tool] = result
                 if kept is not None:
@@ -718,7 +752,15 @@ def main(argv: list[str] | None = None) -> int:
         f"{_versions()}, Python {sys.version.split()[0]}, {sys.platform}, "
         f"onnxforge {version}, {os.cpu_count()} CPUs.{loads}",
     ]
-    report = table(rows, notes)
+    if args.pipeline == "optimize":
+        notes[0] = (
+            "onnxforge: `onnxforge.io.load` + `optimize_model()` (what `onnxforge optimize` runs "
+            "with its defaults: infer-shapes, then fold-constants and the cleanup passes to a "
+            "fixed point, then infer-shapes) + `onnxforge.io.save`. "
+            + notes[0][notes[0].index("onnxsim:") :]
+        )
+    report = table(rows, notes, args.pipeline)
+    args.out = args.out or DEFAULT_OUT.with_name(f"{args.pipeline}.md")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)
     print(report)
