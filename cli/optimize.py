@@ -79,6 +79,10 @@ def optimize(
     verify_each: Annotated[
         bool, typer.Option(help="Check the graph's invariants after every pass.")
     ] = False,
+    value_info: Annotated[
+        bool,
+        typer.Option(help="Write every inferred type as value_info (default: the interface's)."),
+    ] = False,
     report: Annotated[
         Path | None, typer.Option("--json", help="Write the report as JSON to this file.")
     ] = None,
@@ -107,6 +111,7 @@ def optimize(
             max_iterations=max_iterations,
             verify_each=verify_each,
             allow_cast=allow_cast,
+            value_info=value_info,
         )
         _unknown_passes(options)
         loaded = load(model)

@@ -42,6 +42,7 @@ class OptimizeOptions:
     max_iterations: int = DEFAULT_MAX_ITERATIONS
     verify_each: bool = False
     allow_cast: bool = False
+    value_info: bool = False  # write every inferred type, not just the interface's
 
 
 def parse_input_shape(text: str) -> tuple[str, list[int]]:
@@ -110,11 +111,24 @@ def _wanted(name: str, options: OptimizeOptions) -> bool:
 
 
 def optimize_model(model: Model, options: OptimizeOptions | None = None) -> Any:
-    """Optimize ``model`` in place; returns the PassManager's Report."""
+    """Optimize ``model`` in place; returns the PassManager's Report.
+
+    The passes work on every inferred type; the result keeps types where the model declared
+    them and on graph inputs and outputs (value_info for every value would grow small
+    models by a quarter) unless ``options.value_info``.
+    """
     options = options or OptimizeOptions()
     if options.input_shapes:
         fix_input_shapes(model, options.input_shapes)
-    return pipeline(options).run(model)
+    declared = {v for g in model.graphs() for v in g.values() if v.type is not None}
+    report = pipeline(options).run(model)
+    if not options.value_info:
+        for graph in model.graphs():
+            interface = set(graph.inputs) | set(graph.outputs)
+            for value in graph.values():
+                if value not in declared and value not in interface:
+                    value.type = None
+    return report
 
 
 def _model(model_or_path: Any) -> Model:

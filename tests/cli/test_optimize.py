@@ -166,3 +166,15 @@ def test_a_difference_found_by_check_exits_1_and_writes_nothing(
     assert "output 'a'" in result.stderr
     assert "the result differs from the original; nothing written" in result.stderr
     assert list(tmp_path.iterdir()) == [path]
+
+
+def test_value_info_is_written_only_when_asked(tmp_path: Path) -> None:
+    path = _write(tmp_path)
+    plain, annotated = tmp_path / "plain.onnx", tmp_path / "annotated.onnx"
+    assert runner.invoke(app, ["optimize", str(path), "-o", str(plain)]).exit_code == 0
+    result = runner.invoke(app, ["optimize", str(path), "-o", str(annotated), "--value-info"])
+    assert result.exit_code == 0, result.output
+    assert [vi.name for vi in onnx.load(plain).graph.value_info] == []
+    typed = {vi.name: vi for vi in onnx.load(annotated).graph.value_info}
+    assert set(typed) >= {"y", "r"}
+    assert [d.dim_param or d.dim_value for d in typed["r"].type.tensor_type.shape.dim] == ["N", 4]
