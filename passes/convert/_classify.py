@@ -127,6 +127,8 @@ SEMANTIC_DOWN: frozenset[tuple[str, int]] = frozenset(
         # per-axis scale and zero point, from 13 (scalars before)
         ("QuantizeLinear", 13),
         ("DequantizeLinear", 13),
+        # floats with fmod=0 (floor modulus), from 28 (fmod=1 only before)
+        ("Mod", 28),
     }
 )
 """Steps where the newer schema accepts more than the older one while the node stays
@@ -159,7 +161,7 @@ EXPLAINED: dict[tuple[str, int], str] = {
     ("Gemm", 6): "C no longer described as computed in place",
     ("If", 11): "branches may yield outputs of different shapes; no runtime relied on equality",
     ("Loop", 11): "loop-carried values may be none (down: such nodes are refused by arity)",
-    ("Mod", 28): "floating-point special cases of fmod documented",
+    ("Mod", 28): "fmod=0 (floor modulus) accepted for floats; special cases documented",
     ("DepthToSpace", 28): "a function definition added; same computation",
     ("NegativeLogLikelihoodLoss", 13): "description reformatted; same computation",
     ("NonMaxSuppression", 11): "boxes with IoU equal to the threshold documented as kept",
