@@ -164,6 +164,43 @@ def test_a_weight_also_read_by_an_op_that_cannot_fold_is_not_sliced_into_copies(
     assert _ops(model).count("Slice") == 4
 
 
+def _budget_model(weight_elements: int, fills: int) -> Model:
+    """A weight of ``weight_elements`` floats read by MatMul, and ``fills`` ConstantOfShape
+    outputs of 3 KiB each added to the input."""
+    w = numpy_helper.from_array(np.ones((weight_elements // 4, 4), np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["w", "x"], ["m"])]
+    shape = numpy_helper.from_array(np.array([768], np.int64), "shape")
+    outputs = [helper.make_tensor_value_info("m", onnx.TensorProto.FLOAT, None)]
+    for i in range(fills):
+        nodes.append(helper.make_node("ConstantOfShape", ["shape"], [f"c{i}"], name=f"fill{i}"))
+        nodes.append(helper.make_node("Add", ["v", f"c{i}"], [f"y{i}"]))
+        outputs.append(helper.make_tensor_value_info(f"y{i}", onnx.TensorProto.FLOAT, [768]))
+    inputs = [
+        helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 1]),
+        helper.make_tensor_value_info("v", onnx.TensorProto.FLOAT, [768]),
+    ]
+    graph = helper.make_graph(nodes, "g", inputs, outputs, [w, shape])
+    return from_proto(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    )
+
+
+def test_folds_over_the_limit_share_a_budget_of_half_a_percent_of_the_weights() -> None:
+    # 1 MiB of weights: a budget of 5242 bytes, room for one 3 KiB fill but not two.
+    model = _budget_model(1 << 18, fills=2)
+    fold = FoldConstantsPass()
+    stats = fold(model).stats
+    verify(model)
+    assert stats["folded"] == 1 and stats["not_folded.too_large"] == 1
+    assert _ops(model).count("ConstantOfShape") == 1
+    assert fold(model).stats["not_folded.too_large"] == 1  # a fixed point: one budget
+
+
+def test_a_model_with_small_weights_has_no_budget_for_generated_constants() -> None:
+    model = _budget_model(1 << 14, fills=1)  # 64 KiB of weights: 327 bytes of budget
+    assert _fold(model)["not_folded.too_large"] == 1
+
+
 def test_random_ops_are_never_folded() -> None:
     model = model_from_text(
         HEADER
