@@ -67,12 +67,18 @@ class _Run:
         self.dry_run = dry_run
         self.steps: list[PlannedStep] = []
         self.failed: set[Op] = set()
-        self.static_values = infer(model).static_values
+        report = infer(model)
+        self.static_values = report.static_values
+        self.known_values = report.known_values
 
     def convert_tree(self, root: Graph, where: str, source: int, target: int) -> None:
         for a, b in _steps(source, target):
             ctx = ConvertContext(
-                a, b, allow_cast=self.pass_.allow_cast, static_values=self.static_values
+                a,
+                b,
+                allow_cast=self.pass_.allow_cast,
+                static_values=self.static_values,
+                known_values=self.known_values,
             )
             for graph in list(walk_graphs(root)):
                 for op in graph.ops:

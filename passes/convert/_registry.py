@@ -17,7 +17,7 @@ from typing import TypeAlias
 import numpy as np
 
 from onnxforge.errors import AdapterError
-from onnxforge.ir import Graph, Op, Tensor, TensorType, Value, constant_tensor
+from onnxforge.ir import Dim, Graph, Op, Tensor, TensorType, Value, constant_tensor
 from onnxforge.registry import OpRegistry
 
 Adapter: TypeAlias = Callable[[Op, Graph, "ConvertContext"], None]
@@ -61,11 +61,13 @@ class ConvertContext:
         *,
         allow_cast: bool = False,
         static_values: dict[Value, tuple[int, ...]] | None = None,
+        known_values: dict[Value, tuple[Dim, ...]] | None = None,
     ) -> None:
         self.from_opset = from_opset
         self.to_opset = to_opset
         self.allow_cast = allow_cast
         self._static_values = static_values or {}
+        self._known_values = known_values or {}
 
     @property
     def upgrading(self) -> bool:
@@ -98,6 +100,16 @@ class ConvertContext:
         if known is not None:
             return np.array(known, dtype=np.int64)
         return None
+
+    def known(self, graph: Graph, value: Value | None) -> tuple[Dim, ...] | None:
+        """The elements of a small integer vector as far as shape inference knows them: ints,
+        symbolic dims (``Shape`` of ``[N, 3]`` is ``(N, 3)``), None for an unknown one; None
+        when nothing is known."""
+        data = self.const(graph, value)
+        if data is not None:
+            flat = np.asarray(data).reshape(-1)
+            return tuple(int(v) for v in flat) if flat.dtype.kind in "iu" else None
+        return self._known_values.get(value) if value is not None else None
 
     def add_constant(self, graph: Graph, base: str, array: np.ndarray) -> Value:
         """A new initializer holding ``array``, under a name unused in the model."""
