@@ -14,6 +14,7 @@ __all__ = [
     "Instrument",
     "FuseBiasAddPass",
     "FuseMatMulAddPass",
+    "MergeParallelMatMulsPass",
     "RemoveDefaultInputsPass",
     "SimplifyShapeOpsPass",
     "cleanup_passes",
@@ -47,6 +48,7 @@ from onnxforge.passes.fuse_batchnorm_into_conv import FuseBatchNormIntoConvPass
 from onnxforge.passes.fuse_bias_add import FuseBiasAddPass
 from onnxforge.passes.fuse_matmul_add import FuseMatMulAddPass
 from onnxforge.passes.infer_shapes import InferShapesPass
+from onnxforge.passes.merge_parallel_matmuls import MergeParallelMatMulsPass
 from onnxforge.passes.remove_default_inputs import RemoveDefaultInputsPass
 from onnxforge.passes.simplify_shape_ops import SimplifyShapeOpsPass
 
@@ -64,13 +66,15 @@ def fold_pipeline(
 def cleanup_passes() -> list[Pass]:
     """The cleanup passes in the order a fixed point repeats them (``FixedPoint``): no-ops
     go first so that the patterns after them touch, shape chains collapse, the exact
-    fusions run, zero inputs that mean their default go, duplicates merge, and dead code
-    goes last."""
+    fusions run (parallel MatMuls merge before a MatMul + Add becomes a Gemm, so a merged
+    bias Add can still join it), zero inputs that mean their default go, duplicates merge,
+    and dead code goes last."""
     return [
         EliminateIdentityPass(),
         SimplifyShapeOpsPass(),
         FuseBatchNormIntoConvPass(),
         FuseBiasAddPass(),
+        MergeParallelMatMulsPass(),
         FuseMatMulAddPass(),
         RemoveDefaultInputsPass(),
         EliminateCommonSubexpressionsPass(),
