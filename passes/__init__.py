@@ -17,6 +17,7 @@ __all__ = [
     "MergeParallelMatMulsPass",
     "RemoveDefaultInputsPass",
     "SimplifyShapeOpsPass",
+    "SinkShapeOpsPass",
     "cleanup_passes",
     "FoldConstantsPass",
     "ConvertOpsetPass",
@@ -51,6 +52,7 @@ from onnxforge.passes.infer_shapes import InferShapesPass
 from onnxforge.passes.merge_parallel_matmuls import MergeParallelMatMulsPass
 from onnxforge.passes.remove_default_inputs import RemoveDefaultInputsPass
 from onnxforge.passes.simplify_shape_ops import SimplifyShapeOpsPass
+from onnxforge.passes.sink_shape_ops import SinkShapeOpsPass
 
 
 def fold_pipeline(
@@ -65,13 +67,15 @@ def fold_pipeline(
 
 def cleanup_passes() -> list[Pass]:
     """The cleanup passes in the order a fixed point repeats them (``FixedPoint``): no-ops
-    go first so that the patterns after them touch, shape chains collapse, the exact
-    fusions run (parallel MatMuls merge before a MatMul + Add becomes a Gemm, so a merged
-    bias Add can still join it), zero inputs that mean their default go, duplicates merge,
-    and dead code goes last."""
+    go first so that the patterns after them touch, shape chains collapse, reshapes and
+    transposes sink through elementwise ops to meet what undoes them, the exact fusions
+    run (parallel MatMuls merge before a MatMul + Add becomes a Gemm, so a merged bias Add
+    can still join it), zero inputs that mean their default go, duplicates merge, and dead
+    code goes last."""
     return [
         EliminateIdentityPass(),
         SimplifyShapeOpsPass(),
+        SinkShapeOpsPass(),
         FuseBatchNormIntoConvPass(),
         FuseBiasAddPass(),
         MergeParallelMatMulsPass(),
