@@ -3,7 +3,7 @@ input (18) expanded to every axis going down."""
 
 from __future__ import annotations
 
-__all__ = ["pad_1_2", "pad_2_1", "pad_10_11", "pad_11_10", "pad_18_17"]
+__all__ = ["pad_1_2", "pad_2_1", "pad_10_11", "pad_11_10", "pad_18_17", "pad_19_18"]
 
 import numpy as np
 
@@ -19,7 +19,9 @@ from onnxforge.passes.convert._build import (
     normalize_axes,
     rank_of,
     remove_input,
+    replace_outputs,
     scalar,
+    shape_of,
     spread,
     take_const,
 )
@@ -121,3 +123,59 @@ def pad_18_17(op: Op, graph: Graph, ctx: ConvertContext) -> None:
     graph.set_input(op, 1, new)
     drop_if_unused(graph, pads_value)
     finish(op, graph, ctx)
+
+
+@adapter("Pad", 19, 18)
+def pad_19_18(op: Op, graph: Graph, ctx: ConvertContext) -> None:
+    """mode='wrap' (new at 19) with constant pads, none negative or above its axis's static
+    size, becomes per padded axis Concat(Slice(x, d - before, d), x, Slice(x, 0, after)):
+    the axes one after the other, as wrap pads corners. Other modes are unchanged."""
+    if _mode(op) != "wrap":
+        finish(op, graph, ctx)
+        return
+    inputs = graph.inputs_of(op)
+    x, pads_value = inputs[0], inputs[1]
+    axes_value = inputs[3] if len(inputs) > 3 else None
+    assert x is not None
+    dims = shape_of(ctx, x)
+    pads = known(graph, ctx, pads_value)
+    if dims is None or pads is None:
+        raise ctx.fail(op, "mode='wrap' needs constant pads and a known rank below 19")
+    axes = (
+        list(range(len(dims)))
+        if axes_value is None
+        else normalize_axes([int(a) for a in known(graph, ctx, axes_value) or []], len(dims))
+    )
+    flat = [int(p) for p in pads.reshape(-1)]
+    if axes is None or len(flat) != 2 * len(axes):
+        raise ctx.fail(op, "mode='wrap' needs constant axes matching the pads below 19")
+    base = op.name or "pad"
+    y = x
+    for i, axis in enumerate(axes):
+        before, after, size = flat[i], flat[i + len(axes)], dims[axis]
+        if not before and not after:
+            continue
+        if not isinstance(size, int) or not 0 <= before <= size or not 0 <= after <= size:
+            raise ctx.fail(
+                op,
+                f"mode='wrap' pads axis {axis} of size {size} by {before} and {after}; below 19 "
+                "only pads from 0 to a static size are written out",
+            )
+        pieces = []
+        axis_value = int64s(graph, ctx, f"{base}_axis", [axis])
+        if before:
+            starts = int64s(graph, ctx, f"{base}_starts", [size - before])
+            ends = int64s(graph, ctx, f"{base}_ends", [size])
+            pieces.append(emit(graph, "Slice", [y, starts, ends, axis_value], base=base))
+        pieces.append(y)
+        if after:
+            starts = int64s(graph, ctx, f"{base}_starts", [0])
+            ends = int64s(graph, ctx, f"{base}_ends", [after])
+            pieces.append(emit(graph, "Slice", [y, starts, ends, axis_value], base=base))
+        y = emit(graph, "Concat", pieces, base=base, axis=axis)
+    replace_outputs(graph, op, [y])
+
+
+def _mode(op: Op) -> str:
+    mode = op.attr("mode", "constant")
+    return mode.decode() if isinstance(mode, bytes) else str(mode)

@@ -169,10 +169,10 @@ def test_an_attribute_value_the_older_version_lacks_is_a_problem() -> None:
 
 def test_every_blocking_node_is_listed_at_once_with_op_name_and_versions() -> None:
     text = """<ir_version: 8, opset_import: ["" : 19]> g (float[3] x)
-        => (bfloat16[3] a, bfloat16[3] b, float[5] c) {
+        => (bfloat16[3] a, bfloat16[3] b, float[8] c) {
         a = Cast <to = 16> (x)
         b = Cast <to = 16> (x)
-        pads = Constant <value = int64[2] {1, 1}> ()
+        pads = Constant <value = int64[2] {4, 1}> ()
         c = Pad <mode = "wrap"> (x, pads) }"""
     model = model_from_text(text)
     for op, name in zip(model.graph.ops, ["first", "second", "k", "pad"], strict=True):

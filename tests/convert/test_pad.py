@@ -56,11 +56,29 @@ def test_pad_axes_input_is_folded_into_pads_for_every_axis_at_17() -> None:
     assert pad._inputs[1].const.numpy().tolist() == [0, 0, 1, 0, 0, 2]
 
 
-def test_pad_wrap_mode_cannot_go_below_19() -> None:
-    text = f"""{header(19)} g (float[N, 3] x) => (float[N, 5] y) {{
-        pads = Constant <value = int64[4] {{0, 1, 0, 1}}> ()
+def test_pad_wrap_mode_is_written_out_with_slices_below_19() -> None:
+    text = f"""{header(19)} g (float[2, 3, 4] x) => (float[4, 3, 7] y) {{
+        pads = Constant <value = int64[6] {{1, 0, 2, 1, 0, 1}}> ()
         y = Pad <mode = "wrap"> (x, pads) }}"""
-    with pytest.raises(AdapterError, match="mode='wrap' exists only from Pad-19"):
+    model = check_conversion(text, 18)
+    assert "Pad" not in op_types(model) and op_types(model).count("Concat") == 2
+    check_conversion(text, 11)
+
+
+def test_pad_wrap_mode_on_listed_axes_is_written_out_below_19() -> None:
+    text = f"""{header(19)} g (float[N, 3] x) => (float[N, 6] y) {{
+        pads = Constant <value = int64[2] {{1, 2}}> ()
+        axes = Constant <value = int64[1] {{-1}}> ()
+        y = Pad <mode = "wrap"> (x, pads, , axes) }}"""
+    check_conversion(text, 18)
+
+
+@pytest.mark.parametrize(("shape", "pads"), [("N, 3", "1, 0, 1, 0"), ("2, 3", "0, 4, 0, 0")])
+def test_pad_wrap_mode_beyond_a_static_size_cannot_go_below_19(shape: str, pads: str) -> None:
+    text = f"""{header(19)} g (float[{shape}] x) => (float[?, ?] y) {{
+        pads = Constant <value = int64[4] {{{pads}}}> ()
+        y = Pad <mode = "wrap"> (x, pads) }}"""
+    with pytest.raises(AdapterError, match="mode='wrap' pads axis"):
         convert(model_from_text(text), 18)
 
 
