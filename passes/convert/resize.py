@@ -4,7 +4,8 @@ optional roi/scales of 13, antialias/axes/keep_aspect_ratio_policy of 18.
 
 onnxruntime's Resize-10 and Upsample-9 map coordinates asymmetrically (x / scale); nearest
 rounds down along upscaled axes and up along downscaled ones: Resize-11's
-'asymmetric' with nearest_mode 'floor' or 'ceil', when the scales agree on one of them."""
+'asymmetric' with nearest_mode 'floor' or 'ceil', or one Resize of each when the scales do not
+agree on one of them or are computed."""
 
 from __future__ import annotations
 
@@ -121,21 +122,43 @@ def resize_10_9(op: Op, graph: Graph, ctx: ConvertContext) -> None:
 @adapter("Resize", 10, 11)
 def resize_10_11(op: Op, graph: Graph, ctx: ConvertContext) -> None:
     """An empty roi goes before scales; coordinates 'asymmetric'; nearest rounds 'floor'
-    when every scale is at least 1, 'ceil' when none is above 1 (else an error)."""
+    when every scale is at least 1, 'ceil' when none is above 1. Scales above and below 1,
+    or computed ones, resize in two passes, Resize(floor) by Max(scales, 1) then
+    Resize(ceil) by Min(scales, 1): nearest is separable, and each axis moves in one pass."""
     mode = _text(op.attr("mode"), "nearest")
     x, scales_value = graph.inputs_of(op)[:2]
+    assert x is not None and scales_value is not None
     op.attrs["coordinate_transformation_mode"] = "asymmetric"
+    base = op.name or "resize"
     if mode == "nearest":
         scales = ctx.const(graph, scales_value)
-        if scales is None:
-            raise ctx.fail(op, "nearest with computed scales: the rounding depends on them")
-        if np.all(scales >= 1):
+        if scales is not None and np.all(scales >= 1):
             op.attrs["nearest_mode"] = "floor"
-        elif np.all(scales <= 1):
+        elif scales is not None and np.all(scales <= 1):
             op.attrs["nearest_mode"] = "ceil"
         else:
-            raise ctx.fail(op, "nearest with scales above and below 1 has no equivalent at 11")
-    graph.set_input(op, 1, _floats(graph, ctx, f"{op.name or 'resize'}_roi", []))
+            if scales is not None:
+                up = _floats(graph, ctx, f"{base}_up", np.maximum(scales, 1))
+                down = _floats(graph, ctx, f"{base}_down", np.minimum(scales, 1))
+            else:
+                one = _floats(graph, ctx, f"{base}_one", [1.0])
+                up = emit(graph, "Max", [scales_value, one], base=base)
+                down = emit(graph, "Min", [scales_value, one], base=base)
+            first = emit(
+                graph,
+                "Resize",
+                [x, _floats(graph, ctx, f"{base}_roi", []), up],
+                base=base,
+                mode="nearest",
+                coordinate_transformation_mode="asymmetric",
+                nearest_mode="floor",
+            )
+            graph.set_input(op, 0, first)
+            graph.set_input(op, 1, down)
+            drop_if_unused(graph, scales_value)
+            scales_value = down
+            op.attrs["nearest_mode"] = "ceil"
+    graph.set_input(op, 1, _floats(graph, ctx, f"{base}_roi", []))
     add_input(graph, op, 2, scales_value)
     finish(op, graph, ctx)
 

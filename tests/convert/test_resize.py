@@ -26,9 +26,25 @@ def test_resize_10_computes_the_same_at_11_and_13(scales: str, mode: str) -> Non
     check_conversion(resize_10(scales, mode), 13)
 
 
-def test_resize_10_nearest_scaling_up_and_down_cannot_reach_11() -> None:
-    with pytest.raises(AdapterError, match="scales above and below 1"):
-        convert(model_from_text(resize_10("1, 1, 2.0, 0.5", "nearest")), 11)
+@pytest.mark.parametrize("scales", ["1, 1, 2.0, 0.5", "1, 1, 0.45, 2.3"])
+def test_resize_10_nearest_scaling_up_and_down_is_two_resizes_at_11(scales: str) -> None:
+    model = check_conversion(resize_10(scales, "nearest"), 11)
+    modes = [op.attrs["nearest_mode"] for op in model.graph.topo_order() if op.op_type == "Resize"]
+    assert modes == ["floor", "ceil"]
+    check_conversion(resize_10(scales, "nearest"), 18)
+
+
+@pytest.mark.parametrize("scales", [[1, 1, 2.0, 1.5], [1, 1, 0.6, 0.75], [1, 1, 1.7, 0.6]])
+def test_resize_10_nearest_with_computed_scales_is_two_resizes_at_11(scales: list) -> None:
+    text = f"""{header(10)} g (float[1, 2, 6, 10] x, float[4] s) => (float[?, ?, ?, ?] y) {{
+        y = Resize <mode = "nearest"> (x, s) }}"""
+    feeds = {
+        "x": np.arange(120, dtype=np.float32).reshape(1, 2, 6, 10),
+        "s": np.array(scales, dtype=np.float32),
+    }
+    model = check_conversion(text, 11, feeds=feeds)
+    assert op_types(model).count("Resize") == 2
+    check_conversion(text, 13, feeds=feeds)
 
 
 def test_resize_13_asymmetric_with_sizes_goes_down_to_10_as_scales() -> None:
