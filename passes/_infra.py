@@ -10,7 +10,9 @@ __all__ = [
     "PassManager",
     "PassResult",
     "Report",
+    "changes",
     "node_label",
+    "note_change",
     "register_pass",
 ]
 
@@ -60,9 +62,29 @@ class Pass(abc.ABC):
 
     def __call__(self, model: Model) -> PassResult:
         self.requires(model)
-        result = self.call(model)
+        try:
+            result = self.call(model)
+        except BaseException:
+            note_change()  # a failed pass may have changed the model half way
+            raise
+        if result.modified:
+            note_change()
         self.ensures(result.model)
         return result
+
+
+_changes = [0]
+
+
+def note_change() -> None:
+    """Something changed a model: what was inferred for it before is stale (see
+    ``_rewrite.inferred_types``). Every pass that reports ``modified`` calls it."""
+    _changes[0] += 1
+
+
+def changes() -> int:
+    """How many changes were noted so far (a cache key)."""
+    return _changes[0]
 
 
 class Instrument(Protocol):
