@@ -94,15 +94,25 @@ def default_ops(proto: onnx.ModelProto) -> frozenset[str]:
     return frozenset(n.op_type for n in _nodes(proto) if n.domain in _DEFAULT)
 
 
-def signature(ops: frozenset[str], target: int) -> tuple[int | None, ...]:
-    """The schema version each op selects at ``target`` (None: no schema there)."""
-    out = []
-    for op_type in sorted(ops):
-        try:
-            out.append(schemas.since_version(op_type, target))
-        except OnnxForgeError:
-            out.append(None)
-    return tuple(out)
+def signature(ops: frozenset[str], target: int) -> tuple[tuple[int | None, int | None], ...]:
+    """Per op, the schema version ``target`` selects (None: no schema there) and the version
+    of its function body (MeanVarianceNormalization-13 has bodies for opsets 13 and 18, which
+    onnx's checker and runtimes without a kernel expand)."""
+    return tuple(_selected(op_type, target) for op_type in sorted(ops))
+
+
+@functools.cache
+def _selected(op_type: str, target: int) -> tuple[int | None, int | None]:
+    try:
+        since = schemas.since_version(op_type, target)
+    except OnnxForgeError:
+        return None, None
+    schema = onnx.defs.get_schema(op_type, target)
+    bodies = [
+        *schema.function_opset_versions,
+        *schema.context_dependent_function_opset_versions,
+    ]
+    return since, max((v for v in bodies if v <= target), default=None)
 
 
 # -- inputs, outputs, comparison -----------------------------------------------------------

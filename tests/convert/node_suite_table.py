@@ -141,8 +141,11 @@ def main(argv: list[str] | None = None) -> int:
         "| result | case x target | share |",
         "|---|---:|---:|",
     ]
+    on_ort = sum(per_target[t]["pass"] for t in targets)
+    lines.append(f"| pass on onnxruntime | {on_ort} | {on_ort / pairs:.1%} |")
+    on_ref = totals["pass"] - on_ort
+    lines.append(f"| pass on onnx.reference | {on_ref} | {on_ref / pairs:.1%} |")
     for status, label in (
-        ("pass", "pass"),
         ("refused", "refused with a reason"),
         ("unchecked", "unchecked (excluded: no runner can check it)"),
         ("wrong", "**wrong**"),
