@@ -6,19 +6,29 @@ __all__ = ["app", "main"]
 
 import sys
 
+from onnxforge import _cleanup
 from onnxforge.cli import check as _check  # noqa: F401  (registers the command)
 from onnxforge.cli import convert as _convert  # noqa: F401  (registers the command)
 from onnxforge.cli import fold as _fold  # noqa: F401  (registers the command)
 from onnxforge.cli import infer as _infer  # noqa: F401
 from onnxforge.cli import info as _info  # noqa: F401
 from onnxforge.cli import optimize as _optimize  # noqa: F401
-from onnxforge.cli._app import app
+from onnxforge.cli._app import MAX_LINE, app
 
 
 def main() -> None:
-    """Entry point: run the app; an unexpected failure is one line on stderr, never a traceback."""
+    """Entry point: run the app; an unexpected failure is one line on stderr, never a traceback.
+
+    SIGTERM, SIGINT and SIGHUP remove the temporary files being written before the process
+    ends; a janitor process removes them after a SIGKILL (onnxforge._cleanup).
+    """
+    _cleanup.install_handlers()
+    _cleanup.enable_janitor()
     try:
         app()
     except Exception as exc:  # noqa: BLE001  (typer.Exit/SystemExit are BaseException, not caught)
-        print(f"onnxforge: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        message = f"{type(exc).__name__}: {exc}"
+        if len(message) > MAX_LINE:
+            message = message[:MAX_LINE] + " ..."
+        print(f"onnxforge: internal error: {message}", file=sys.stderr)
         sys.exit(1)

@@ -13,7 +13,7 @@ import typer
 
 from onnxforge._check import Problem, require_runtime
 from onnxforge._check import check as check_model
-from onnxforge.cli._app import app, fail_on_errors, stderr, stdout
+from onnxforge.cli._app import app, clip, fail_on_errors, stderr, stdout
 from onnxforge.errors import OnnxForgeError
 
 
@@ -152,20 +152,22 @@ def check(
 def _report(fmt: OutputFormat, found: list[Problem]) -> None:
     for problem in found:
         if fmt is OutputFormat.text:
-            stdout.print(str(problem), markup=False, emoji=False)
+            stdout.print(clip(str(problem)), markup=False, emoji=False)
         elif fmt is OutputFormat.github:
             message = f"{problem.node}: {problem.message}" if problem.node else problem.message
             stdout.print(
-                _annotation(problem.file, problem.code, message), markup=False, emoji=False
+                _annotation(problem.file, problem.code, clip(message)), markup=False, emoji=False
             )
 
 
 def _report_error(fmt: OutputFormat, model: Path, exc: OnnxForgeError) -> None:
     if fmt is OutputFormat.github:
         kind = "unreadable" if exc.exit_code == 2 else "error"
-        stdout.print(_annotation(str(model), kind, str(exc)), markup=False, emoji=False)
+        stdout.print(_annotation(str(model), kind, clip(str(exc))), markup=False, emoji=False)
     if fmt is not OutputFormat.json:
-        stderr.print(f"error: {exc}", markup=False, emoji=False)
+        for line in str(exc).splitlines():
+            named = line if line.startswith(str(model)) else f"{model}: {line}"
+            stderr.print(f"error: {clip(named)}", markup=False, emoji=False)
 
 
 def _escape(text: str, *, property_value: bool = False) -> str:
@@ -183,7 +185,14 @@ def _annotation(file: str, code: str, message: str) -> str:
 
 
 def _print_json(results: list[dict[str, Any]], worst: int) -> None:
-    files = [{**entry, "problems": [p.to_json() for p in entry["problems"]]} for entry in results]
+    files = [
+        {
+            **entry,
+            "error": None if entry["error"] is None else clip(entry["error"]),
+            "problems": [{**p.to_json(), "message": clip(p.message)} for p in entry["problems"]],
+        }
+        for entry in results
+    ]
     report = {
         "files": files,
         "problems": sum(len(entry["problems"]) for entry in results),

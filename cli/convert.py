@@ -14,9 +14,18 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from onnxforge.cli._app import app, fail_on_errors, stderr, stdout
-from onnxforge.errors import AdapterError, OnnxForgeError
-from onnxforge.io import load, save
+from onnxforge.cli._app import (
+    app,
+    check_output,
+    fail_on_errors,
+    in_place_location,
+    load_valid,
+    output_target,
+    stderr,
+    stdout,
+)
+from onnxforge.errors import AdapterError
+from onnxforge.io import save
 from onnxforge.passes.convert import ConvertOpsetPass, PlannedStep
 
 
@@ -28,6 +37,9 @@ def convert(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Where to write the result.")
     ] = None,
+    in_place: Annotated[
+        bool, typer.Option("--in-place", help="Write the result over MODEL (atomically).")
+    ] = False,
     allow_cast: Annotated[
         bool,
         typer.Option(
@@ -50,19 +62,23 @@ def convert(
     The result's ir_version is the lowest the target opset needs. --dry-run lists each node's
     steps (adapter or "automatic", or the problem) and writes nothing.
     """
-    with fail_on_errors():
-        if output is None and not dry_run:
-            raise typer.BadParameter("required unless --dry-run", param_hint="'-o'")
-        if output is not None and output.resolve() == model.resolve():
-            raise OnnxForgeError(f"{output}: refusing to overwrite the input; choose another -o")
-        loaded = load(model)
+    with fail_on_errors(model):
+        if output is None and not dry_run and not in_place:
+            raise typer.BadParameter("required unless --dry-run or --in-place", param_hint="'-o'")
+        if in_place and dry_run:
+            raise typer.BadParameter("--dry-run writes nothing", param_hint="'--in-place'")
+        target = output_target(model, output, in_place)
+        loaded = load_valid(model)
+        location = in_place_location(loaded, model) if in_place else None
+        if target is not None and not dry_run:
+            check_output(loaded, target, location or f"{target.name}.data", in_place=in_place)
         source = loaded.opset()
         ir_before = loaded.ir_version
         converter = ConvertOpsetPass(opset, allow_cast=allow_cast)
         start = time.perf_counter()
         report: dict[str, Any] = {
             "file": str(model),
-            "output": None if dry_run else str(output),
+            "output": None if dry_run else str(target),
             "from_opset": source,
             "to_opset": opset,
             "dry_run": dry_run,
@@ -83,11 +99,11 @@ def convert(
                     f"{model}: cannot convert to opset {opset}; {len(problems)} blocking node(s)"
                 )
             return
-        assert output is not None
+        assert target is not None
         with stderr.status(f"converting to opset {opset}"):
             result = converter(loaded)
         report["seconds"] = round(time.perf_counter() - start, 4)
-        save(loaded, output)
+        save(loaded, target, location=location)
         report["ir_version"] = {"before": ir_before, "after": loaded.ir_version}
         report["stats"] = dict(sorted(result.stats.items()))
         if as_json:

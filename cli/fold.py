@@ -13,9 +13,18 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from onnxforge.cli._app import app, fail_on_errors, stderr, stdout
-from onnxforge.errors import OnnxForgeError
-from onnxforge.io import load, save
+from onnxforge.cli._app import (
+    app,
+    check_output,
+    fail_on_errors,
+    in_place_location,
+    load_valid,
+    output_target,
+    refuse_shape_errors,
+    stderr,
+    stdout,
+)
+from onnxforge.io import save
 from onnxforge.passes import DEFAULT_FOLD_LIMIT, fold_pipeline
 from onnxforge.passes.fold_constants import parse_size
 from onnxforge.summary import summarize
@@ -25,7 +34,12 @@ from onnxforge.summary import summarize
 def fold(
     model: Annotated[Path, typer.Argument(help="The .onnx file to fold.")],
     *,
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the result.")],
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Where to write the result.")
+    ] = None,
+    in_place: Annotated[
+        bool, typer.Option("--in-place", help="Write the result over MODEL (atomically).")
+    ] = False,
     fold_limit: Annotated[
         str,
         typer.Option(
@@ -51,12 +65,17 @@ def fold(
     are also graph inputs (defaults a caller may override) are never folded. Every refusal is
     counted by reason.
     """
-    with fail_on_errors():
-        if output.resolve() == model.resolve():
-            raise OnnxForgeError(f"{output}: refusing to overwrite the input; choose another -o")
+    with fail_on_errors(model):
+        if output is None and not in_place:
+            raise typer.BadParameter("required unless --in-place", param_hint="'-o'")
+        target = output_target(model, output, in_place)
+        assert target is not None
         limit = parse_size(fold_limit)
         excluded = {name.strip() for name in exclude.split(",") if name.strip()}
-        loaded = load(model)
+        loaded = load_valid(model)
+        location = in_place_location(loaded, model) if in_place else None
+        check_output(loaded, target, location or f"{target.name}.data", in_place=in_place)
+        refuse_shape_errors(loaded, model)
         before = summarize(loaded)
         start = time.perf_counter()
         manager = fold_pipeline(limit_bytes=limit, exclude=excluded)
@@ -68,10 +87,10 @@ def fold(
             result.stats[key] += count
             result.details[key] = manager.results[1].details[key]
         after = summarize(loaded)
-        save(loaded, output)
+        save(loaded, target, location=location)
         report = {
             "file": str(model),
-            "output": str(output),
+            "output": str(target),
             "fold_limit": limit,
             "seconds": round(seconds, 4),
             "stats": dict(sorted(result.stats.items())),

@@ -12,9 +12,19 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from onnxforge.cli._app import app, fail_on_errors, stderr, stdout
-from onnxforge.errors import OnnxForgeError, ShapeError
-from onnxforge.io import load, save
+from onnxforge.cli._app import (
+    app,
+    check_output,
+    clip,
+    fail_on_errors,
+    in_place_location,
+    load_valid,
+    output_target,
+    stderr,
+    stdout,
+)
+from onnxforge.errors import ShapeError
+from onnxforge.io import save
 from onnxforge.ir import Model, TensorType
 from onnxforge.shape_infer import InferReport
 from onnxforge.shape_infer import infer as infer_shapes
@@ -28,37 +38,50 @@ def infer(
         Path | None,
         typer.Option("-o", "--output", help="Write the model with every inferred type here."),
     ] = None,
+    in_place: Annotated[
+        bool, typer.Option("--in-place", help="Write the result over MODEL (atomically).")
+    ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print values, shapes, assumptions and errors as JSON.")
     ] = False,
 ) -> None:
     """Infer the type and shape of every value of MODEL (symbolic dims as names like N+1).
 
-    With -o, OUT gets every inferred type (graph outputs and value_info). Without -o (and
-    without --json) a table of values and shapes is printed. An inconsistent model lists every
-    error at once (node, op version, input shapes, reason) and exits 1 with nothing written.
+    With -o, OUT gets every inferred type (graph outputs and value_info); --in-place writes
+    them into MODEL itself. Without either (and without --json) a table of values and shapes
+    is printed. An inconsistent model lists every error at once (node, op version, input
+    shapes, reason) and exits 1 with nothing written.
     """
-    with fail_on_errors():
-        if output is not None and output.resolve() == model.resolve():
-            raise OnnxForgeError(f"{output}: refusing to overwrite the input; choose another -o")
-        loaded = load(model)
+    with fail_on_errors(model):
+        target = output_target(model, output, in_place)
+        loaded = load_valid(model)
+        location = in_place_location(loaded, model) if in_place else None
+        if target is not None:
+            check_output(loaded, target, location or f"{target.name}.data", in_place=in_place)
         with stderr.status("inferring shapes"):
             report = infer_shapes(loaded)
         if as_json:
             stdout.print_json(json.dumps(_json(model, loaded, report)))
-        elif output is None:
+        elif target is None:
             _print_table(model, loaded)
         for note in report.notes:
-            stderr.print(f"note: {note}", markup=False)
+            stderr.print(clip(f"note: {note}"), markup=False)
         for assumption in report.assumptions:
-            stderr.print(f"assumed: {assumption}", markup=False)
+            stderr.print(clip(f"assumed: {assumption}"), markup=False)
         if report.errors:
-            for error in report.errors:
-                stderr.print(f"{model}: {error}", markup=False)
+            for error in report.errors[:MAX_ERRORS]:
+                stderr.print(clip(f"{model}: {error}"), markup=False)
+            if len(report.errors) > MAX_ERRORS:
+                more = len(report.errors) - MAX_ERRORS
+                stderr.print(f"{model}: ... and {more} more shape errors", markup=False)
             raise ShapeError(f"{model}: {len(report.errors)} shape errors; nothing written")
-        if output is not None:
-            save(loaded, output)
-            stderr.print(f"{output}: {report.typed} of {report.values} values typed", markup=False)
+        if target is not None:
+            save(loaded, target, location=location)
+            stderr.print(f"{target}: {report.typed} of {report.values} values typed", markup=False)
+
+
+MAX_ERRORS = 100
+"""Shape errors printed at most (the count says how many more)."""
 
 
 def _values(model: Model) -> list[dict[str, Any]]:

@@ -12,10 +12,10 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from onnxforge._validate import model_problems, text_problem
 from onnxforge.cli._app import app, fail_on_errors, stdout
 from onnxforge.errors import InvalidModelError
 from onnxforge.io import load
-from onnxforge.ir import problems
 from onnxforge.summary import summarize
 
 
@@ -27,13 +27,17 @@ def info(
 ) -> None:
     """Describe MODEL: opsets, IR version, producer, ops, inputs/outputs, weights.
 
-    Exit 0 for a valid model, 1 when it reads but breaks the graph's invariants (each problem on
-    its own line on stderr), 2 when it cannot be read.
+    Exit 0 for a valid model, 1 when it reads but is invalid (the graph's invariants, ops
+    against their schemas, element types, tensor data against its dims; each problem on its
+    own line on stderr), 2 when it cannot be read.
     """
-    with fail_on_errors():
+    with fail_on_errors(model):
         loaded = load(model)
+        unreadable = text_problem(loaded)
+        if unreadable is not None:
+            raise InvalidModelError([unreadable], where=str(model))
+        found = model_problems(loaded)
         summary = summarize(loaded)
-        found = problems(loaded)
         if as_json:
             stdout.print_json(json.dumps({"file": str(model), **summary, "problems": found}))
         else:

@@ -7,7 +7,6 @@ __all__ = ["optimize"]
 
 import json
 import os
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from onnxforge import _cleanup
 from onnxforge._optimize import (
     DEFAULT_MAX_ITERATIONS,
     OptimizeOptions,
@@ -24,10 +24,21 @@ from onnxforge._optimize import (
     optimize_model,
     parse_input_shape,
 )
-from onnxforge.cli._app import app, fail_on_errors, stderr, stdout
+from onnxforge.cli._app import (
+    app,
+    check_output,
+    clip,
+    fail_on_errors,
+    in_place_location,
+    load_valid,
+    output_target,
+    stderr,
+    stdout,
+)
 from onnxforge.compare import compare_on_onnxruntime, random_inputs
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import load, save
+from onnxforge.ir import Model
 from onnxforge.passes.fold_constants import parse_size
 from onnxforge.summary import summarize
 
@@ -40,7 +51,12 @@ def _names(text: str) -> list[str]:
 def optimize(
     model: Annotated[Path, typer.Argument(help="The .onnx file to optimize.")],
     *,
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the result.")],
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Where to write the result.")
+    ] = None,
+    in_place: Annotated[
+        bool, typer.Option("--in-place", help="Write the result over MODEL (atomically).")
+    ] = False,
     opset: Annotated[
         int | None, typer.Option(help="Convert to this default-domain opset first.")
     ] = None,
@@ -91,11 +107,14 @@ def optimize(
 
     Runs infer-shapes, convert-opset (with --opset), then fold-constants and the cleanup
     passes to a fixed point, then infer-shapes again. Same input and options give the same
-    bytes. Nothing is written when any step fails or --check finds a difference.
+    bytes. Nothing is written when any step fails or --check finds a difference; the input
+    is replaced only with --in-place, atomically.
     """
-    with fail_on_errors():
-        if output.resolve() == model.resolve():
-            raise OnnxForgeError(f"{output}: refusing to overwrite the input; choose another -o")
+    with fail_on_errors(model):
+        if output is None and not in_place:
+            raise typer.BadParameter("required unless --in-place", param_hint="'-o'")
+        target = output_target(model, output, in_place)
+        assert target is not None
         if check < 0:
             raise typer.BadParameter("must be 0 or more", param_hint="'--check'")
         try:
@@ -114,36 +133,32 @@ def optimize(
             value_info=value_info,
         )
         _unknown_passes(options)
-        loaded = load(model)
+        loaded = load_valid(model)
+        location = (in_place_location(loaded, model) if in_place else None) or (
+            f"{target.name}.data"
+        )
+        check_output(loaded, target, location, in_place=in_place)
         before = summarize(loaded)
         start = time.perf_counter()
         with stderr.status(f"optimizing {model.name}"):
             result = optimize_model(loaded, options)
         seconds = time.perf_counter() - start
         after = summarize(loaded)
-        problems: list[str] = []
-        with _staging(output) as staged:
-            save(loaded, staged, external_data=external_data, location=f"{output.name}.data")
-            if check:
-                with stderr.status(f"checking on onnxruntime ({check} input sets)"):
-                    original = load(model)
-                    if shapes:
-                        fix_input_shapes(original, shapes)
-                    feeds = random_inputs(original, check)
-                    names = [v.name for v in original.graph.outputs]
-                    problems = compare_on_onnxruntime(model, staged, feeds, names)
-            if problems:
-                for line in problems:
-                    stderr.print(f"{model}: {line}", markup=False)
-                stderr.print(
-                    f"{model}: the result differs from the original; nothing written",
-                    markup=False,
-                )
-                raise typer.Exit(code=1)
-            _publish(staged, output)
+        if not check:  # written unnamed beside OUT and renamed into place: nothing to stage
+            save(loaded, target, external_data=external_data, location=location)
+        else:
+            _check_and_publish(
+                model,
+                loaded,
+                target=target,
+                location=location,
+                external_data=external_data,
+                check=check,
+                shapes=shapes,
+            )
         data = {
             "file": str(model),
-            "output": str(output),
+            "output": str(target),
             "seconds": round(seconds, 4),
             "checked_input_sets": check,
             "passes": result.to_json(),
@@ -167,9 +182,43 @@ def _unknown_passes(options: OptimizeOptions) -> None:
         )
 
 
+def _check_and_publish(
+    model: Path,
+    loaded: Model,
+    *,
+    target: Path,
+    location: str,
+    external_data: bool | None,
+    check: int,
+    shapes: dict[str, list[int]],
+) -> None:
+    """--check: write the result into a staging folder beside OUT, compare it with the
+    original on onnxruntime, and rename it into place only when every output agrees."""
+    problems: list[str] = []
+    with _staging(target) as staged:
+        save(loaded, staged, external_data=external_data, location=location)
+        with stderr.status(f"checking on onnxruntime ({check} input sets)"):
+            original = load(model)
+            if shapes:
+                fix_input_shapes(original, shapes)
+            feeds = random_inputs(original, check)
+            names = [v.name for v in original.graph.outputs]
+            problems = compare_on_onnxruntime(model, staged, feeds, names)
+        if problems:
+            for line in problems:
+                stderr.print(clip(f"{model}: {line}"), markup=False)
+            stderr.print(
+                f"{model}: the result differs from the original; nothing written", markup=False
+            )
+            raise typer.Exit(code=1)
+        _publish(staged, target, location)
+
+
 class _staging:
     """A folder beside OUT (same filesystem) where the result is written and checked, then
-    renamed into place: a failed check or a crash leaves OUT as it was."""
+    renamed into place: a failed check or a crash leaves OUT as it was. The folder is
+    registered with onnxforge._cleanup, so a signal, or the janitor after a SIGKILL,
+    removes it too."""
 
     def __init__(self, output: Path) -> None:
         self.output = output
@@ -179,20 +228,26 @@ class _staging:
         parent = self.output.parent
         if not parent.is_dir():
             raise OnnxForgeError(f"{self.output}: the folder {str(parent)!r} does not exist")
-        self.folder = Path(tempfile.mkdtemp(prefix=f".{self.output.name}.", dir=parent))
+        self.folder = Path(
+            tempfile.mkdtemp(prefix=f".{self.output.name}.{os.getpid()}.", dir=parent)
+        )
+        _cleanup.register(self.folder)
         return self.folder / self.output.name
 
     def __exit__(self, *exc: object) -> None:
         if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            _cleanup.remove(self.folder)
+            _cleanup.unregister(self.folder)
 
 
-def _publish(staged: Path, output: Path) -> None:
-    """Data file first, then the model: the model never points at a missing data file."""
-    data = staged.parent / f"{output.name}.data"
-    if data.exists():
-        os.replace(data, output.parent / data.name)
-    os.replace(staged, output)
+def _publish(staged: Path, output: Path, location: str) -> None:
+    """Data file first, then the model: the model never points at a missing data file; a
+    polite kill (SIGTERM, Ctrl-C) waits until both are in place."""
+    data = staged.parent / location
+    with _cleanup.blocked_signals():
+        if data.exists():
+            os.replace(data, output.parent / location)
+        os.replace(staged, output)
 
 
 def _sizes(s: dict[str, Any]) -> dict[str, Any]:

@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from onnxforge import opset as schemas
+from onnxforge._validate import model_problems
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import checker_problems, load, save, to_proto
 from onnxforge.ir import DType, Graph, Model, Op, TensorType, Value, walk_graphs
-from onnxforge.ir import problems as graph_problems
 
 logger = logging.getLogger(__name__)
 
@@ -470,7 +470,7 @@ def check(
         Problem(file, "", "checker", message)
         for message in checker_problems(path if path is not None else loaded)
     ]
-    found += [Problem(file, "", "graph", message) for message in graph_problems(loaded)]
+    found += [Problem(file, "", "graph", message) for message in model_problems(loaded)]
     found += _opset_problems(loaded, file, limits, max_opset)
     found += _ir_problems(loaded, file, limits, max_ir)
     splits, split_nodes = _split_problems(loaded, file)

@@ -95,7 +95,7 @@ def pipeline(options: OptimizeOptions) -> Any:
     limit = {} if options.fold_limit is None else {"limit_bytes": options.fold_limit}
     fold = passes.FoldConstantsPass(**limit)
     group = [p for p in [fold, *passes.cleanup_passes()] if _wanted(p.name, options)]
-    stages: list[Any] = [passes.InferShapesPass()]
+    stages: list[Any] = [passes.InferShapesPass(strict=True)]  # an inconsistent model stops
     if options.opset is not None and _wanted("convert-opset", options):
         stages.append(passes.ConvertOpsetPass(options.opset, allow_cast=options.allow_cast))
     if group:

@@ -815,11 +815,14 @@ class Model:
 
 
 def walk_graphs(graph: Graph) -> Iterator[Graph]:
-    """``graph`` and every subgraph nested in it, parents before their bodies."""
-    yield graph
-    for op in graph._ops:
-        for sub in op.subgraphs():
-            yield from walk_graphs(sub)
+    """``graph`` and every subgraph nested in it, parents before their bodies (depth first,
+    in op order; iterative, so nesting depth is no recursion limit)."""
+    stack = [graph]
+    while stack:
+        current = stack.pop()
+        yield current
+        subs = [sub for op in current._ops for sub in op.subgraphs()]
+        stack.extend(reversed(subs))
 
 
 def constant_tensor(op: Op) -> Tensor | None:

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 __all__ = [
     "SchemaChange",
+    "SchemaShape",
     "allowed_types",
     "attribute_default",
     "has_schema",
     "has_schema_at",
     "latest_opset",
     "min_ir_version",
+    "newest_opset",
     "node_problem",
     "op_types",
     "schema_change",
+    "schema_shape",
     "schema_versions",
     "since_version",
 ]
@@ -75,6 +78,51 @@ def has_schema_at(op_type: str, opset: int, domain: str = "") -> bool:
 def latest_opset() -> int:
     """The newest default-domain opset onnx defines."""
     return int(defs.onnx_opset_version())
+
+
+_ONNX_DOMAINS = {"": 2, "ai.onnx.ml": 3, "ai.onnx.preview.training": 4}  # VERSION_TABLE columns
+
+
+@functools.cache
+def newest_opset(domain: str = "") -> int | None:
+    """The newest opset onnx defines for one of its domains; None for any other domain."""
+    domain = _domain(domain)
+    if domain == "":
+        return latest_opset()
+    column = _ONNX_DOMAINS.get(domain)
+    if column is None:
+        return None
+    return max(int(row[column]) for row in onnx.helper.VERSION_TABLE if len(row) > column)
+
+
+@dataclass(frozen=True)
+class SchemaShape:
+    """What a node must look like under a schema: arity and attribute kinds."""
+
+    since_version: int
+    min_input: int
+    max_input: int
+    min_output: int
+    max_output: int
+    attributes: dict[str, tuple[int, bool]]  # name -> (AttributeProto type number, required)
+
+
+@functools.cache
+def schema_shape(op_type: str, opset: int, domain: str = "") -> SchemaShape | None:
+    """Arity and attribute kinds of the schema ``opset`` selects (deprecated ones included),
+    or None when there is none."""
+    try:
+        schema = defs.get_schema(op_type, opset, _domain(domain))
+    except defs.SchemaError:
+        return None
+    return SchemaShape(
+        int(schema.since_version),
+        int(schema.min_input),
+        int(schema.max_input),
+        int(schema.min_output),
+        int(schema.max_output),
+        {name: (int(a.type.value), bool(a.required)) for name, a in schema.attributes.items()},
+    )
 
 
 def min_ir_version(opsets: dict[str, int]) -> int:

@@ -68,6 +68,11 @@ MAX_EVAL_OUTPUT_ELEMENTS = 1 << 16
 MAX_EVAL_VALUE = 4096
 NOT_EVALUATED = frozenset({"Resize", "Upsample", "Constant"})
 """Ops whose output size grows with a product of input values; inferred, never evaluated."""
+SIZED_BY_VALUES = frozenset(
+    {"ConstantOfShape", "Expand", "Tile", "Range", "OneHot", "Pad", "CenterCropPad", "Col2Im"}
+)
+"""Ops whose output size is a product of input values: evaluated only when their rule gave a
+small static shape (4096 x 4096 x 4096 is three small values)."""
 
 
 def shape_rule(
@@ -367,7 +372,9 @@ class _Engine:
                 continue
             declared = scope.type_of(value)
             try:
-                scope.types[value] = _merge(declared, self.name_unknowns(result), value)
+                merged = _merge(declared, self.name_unknowns(result), value)
+                _check_size(merged, value)
+                scope.types[value] = merged
             except ShapeError as e:
                 self.error(scope, op, version, in_types, str(e), label=label)
 
@@ -400,8 +407,11 @@ class _Engine:
         present = [a for a in arrays if a is not None]
         if sum(a.size for a in present) > MAX_EVAL_INPUT_ELEMENTS:
             return results
-        if not _small_outputs(results) and not _small_values(present):
-            return results
+        if _static_outputs(results):  # the rule knows the sizes: they alone decide
+            if not _small_outputs(results):
+                return results
+        elif op.op_type in SIZED_BY_VALUES or not _small_values(present):
+            return results  # small values may still multiply into a huge output
         try:
             values = run_reference(op, arrays, scope.opsets)
         except OnnxForgeError:
@@ -494,6 +504,33 @@ class _Engine:
                 internal,
             )
         )
+
+
+MAX_ELEMENTS = (1 << 63) - 1
+
+
+def _check_size(t: Type | None, value: Value) -> None:
+    """A shape with more elements than int64 counts describes no tensor (2^62 x 2^62)."""
+    if not isinstance(t, TensorType) or t.shape is None:
+        return
+    count = 1
+    for d in t.shape:
+        if isinstance(d, int):
+            count *= d
+            if count > MAX_ELEMENTS:
+                raise ShapeError(
+                    f"{value.name!r}: the shape {format_shape(t.shape)} has more elements "
+                    "than int64 counts"
+                )
+
+
+def _static_outputs(results: list[Type | None]) -> bool:
+    return all(
+        isinstance(t, TensorType)
+        and t.shape is not None
+        and all(isinstance(d, int) for d in t.shape)
+        for t in results
+    )
 
 
 def _small_outputs(results: list[Type | None]) -> bool:

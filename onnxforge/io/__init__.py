@@ -6,6 +6,7 @@ __all__ = [
     "DEFAULT_EXTERNAL_THRESHOLD",
     "PROTOBUF_LIMIT",
     "checker_problems",
+    "data_files",
     "from_proto",
     "function_from_proto",
     "load",
@@ -21,7 +22,6 @@ import contextlib
 import gc
 import logging
 import os
-import secrets
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -29,7 +29,9 @@ from typing import BinaryIO
 import onnx
 from google.protobuf.message import DecodeError
 
+from onnxforge import _cleanup
 from onnxforge.errors import ModelReadError, OnnxForgeError
+from onnxforge.io._atomic import TempFile, sync_folder
 from onnxforge.io._convert import (
     EmbedSink,
     TensorSink,
@@ -89,7 +91,13 @@ def load(path: str | os.PathLike[str]) -> Model:
     proto = onnx.ModelProto()
     try:
         proto.ParseFromString(skeleton)
-    except DecodeError:
+    except DecodeError as exc:
+        if "depth" in str(exc).lower() or "recursion" in str(exc).lower():
+            raise ModelReadError(
+                path,
+                "not readable: its messages nest deeper than protobuf reads (100 levels; "
+                "about 30 levels of subgraphs)",
+            ) from None
         if not wire_problem:  # small files were not scanned: ask the scanner where it breaks
             try:
                 split_weights(buf)
@@ -111,6 +119,28 @@ def load(path: str | os.PathLike[str]) -> Model:
     model = model_from_proto(proto, spans=spans, model_path=path, deferred=not external)
     model._source_spans = spans
     return model
+
+
+def data_files(model: Model) -> set[Path]:
+    """The files whose bytes the model's tensors point into: its external-data files and,
+    where weights were left in it, the model file. Writing any of them by name would change
+    what the loaded model says."""
+    found: set[Path] = set()
+    spans = [] if model.built else list(model._source_spans or [])
+    if model.built:
+        for graph in model.graphs():
+            for value in graph.initializers:
+                if isinstance(value.const, Tensor):
+                    spans.append(value.const.span)
+            for op in graph.ops:
+                for attr in op.attrs.values():
+                    for tensor in attr if isinstance(attr, list) else [attr]:
+                        if isinstance(tensor, Tensor):
+                            spans.append(tensor.span)
+    for span in spans:
+        if isinstance(span, Span):
+            found.add(span.file.path)
+    return found
 
 
 def from_proto(proto: onnx.ModelProto) -> Model:
@@ -137,6 +167,10 @@ def checker_problems(model: Model | str | os.PathLike[str]) -> list[str]:
         onnx.checker.check_model(source, full_check=False)
     except onnx.checker.ValidationError as exc:
         lines = (line.strip() for line in str(exc).splitlines())
+        return [" ".join(line for line in lines if line)]
+    except UnicodeDecodeError as exc:  # the checker quoted a name that is not UTF-8
+        text = bytes(exc.object).decode("utf-8", errors="backslashreplace")
+        lines = (line.strip() for line in text.splitlines())
         return [" ".join(line for line in lines if line)]
     return []
 
@@ -229,53 +263,77 @@ def save(
     None (default) keeps external data if the model was loaded with it, and switches to it
     when the weights would pass protobuf's 2 GiB limit. Weight bytes are copied file to file,
     never held in Python memory.
+
+    The data file is written like the model: unnamed or under a temporary name beside its
+    target, then renamed (data first, then the model); a symbolic link or a hard-linked file
+    at either target is replaced, never written through. ``location`` must be a plain file
+    name (no folder, no ``..``), checked before anything is written. A failure or a kill
+    leaves the targets as they were and no temporary file.
     """
     path = Path(path)
+    location = location or f"{path.name}.data"
+    _check_location(location, path)
+    folder = path.parent
+    if not folder.is_dir():
+        raise OnnxForgeError(f"{path}: the folder {str(folder)!r} does not exist")
     if external_data is None and not model.built:
         external_data = False  # loaded without external data, from a file protobuf could read
     if external_data is None:
         weights = sum(t.nbytes for t in _main_weights(model))
         external_data = _had_external(model) or weights > PROTOBUF_LIMIT - (64 << 20)
+    targets = [path, folder / location] if external_data else [path]
+    for target in targets:
+        if target.is_dir() and not target.is_symlink():
+            raise OnnxForgeError(f"{target}: is a folder; cannot write a file there")
     if external_data and not model.built:
         model._build()  # weights are placed one by one, from the built graph
-    location = location or f"{path.name}.data"
-    if os.path.dirname(location) or location in (".", "..") or os.path.isabs(location):
+    files: list[TempFile] = []
+    try:
+        with _no_gc():
+            out = _temp(path, files)
+            external = _temp(folder / location, files) if external_data else None
+            sink = _SaveSink(external.handle if external else None, location, size_threshold)
+            _write(model, out.handle, sink, path)
+            for file in reversed(files):
+                file.finish()
+        with _cleanup.blocked_signals():  # the data file and its model are published together
+            for file in reversed(files):  # data first: the model never points at missing data
+                file.publish()
+        sync_folder(folder)
+    except OSError as exc:
+        where = exc.filename if isinstance(exc.filename, str) else path
+        raise OnnxForgeError(f"{where}: cannot write: {exc.strerror or exc}") from None
+    except WireError as exc:
+        raise OnnxForgeError(f"{path}: cannot write: {exc}") from None
+    finally:
+        for file in files:
+            file.discard()
+
+
+def _check_location(location: str, path: Path) -> None:
+    """An external-data location for saving must be a plain file name beside the model."""
+    if (
+        "\x00" in location
+        or os.path.dirname(location)
+        or "/" in location
+        or os.sep in location
+        or (os.altsep is not None and os.altsep in location)
+        or location in (".", "..")
+        or os.path.isabs(location)
+    ):
         raise OnnxForgeError(
             f"external data location {location!r} must be a file name beside the model"
         )
-    folder = path.parent
-    if not folder.is_dir():
-        raise OnnxForgeError(f"{path}: the folder {str(folder)!r} does not exist")
-    token = secrets.token_hex(6)
-    tmp_model = folder / f".{path.name}.{token}.tmp"
-    tmp_data = folder / f".{location}.{token}.tmp"
-    created: list[Path] = []
-    try:
-        with _no_gc(), _create(tmp_model, created) as out:
-            external = _create(tmp_data, created) if external_data else None
-            try:
-                sink = _SaveSink(external, location, size_threshold)
-                _write(model, out, sink, path)
-            finally:
-                if external is not None:
-                    external.flush()
-                    os.fsync(external.fileno())
-                    external.close()
-            out.flush()
-            os.fsync(out.fileno())
-        if external_data:
-            os.replace(tmp_data, folder / location)
-        os.replace(tmp_model, path)
-        created.clear()
-    finally:
-        for leftover in created:
-            leftover.unlink(missing_ok=True)
+    if location == path.name:
+        raise OnnxForgeError(
+            f"external data location {location!r} is the model's own file name; choose another"
+        )
 
 
-def _create(path: Path, created: list[Path]) -> BinaryIO:
-    handle = open(path, "xb")  # noqa: SIM115  (closed by the caller)
-    created.append(path)
-    return handle
+def _temp(target: Path, files: list[TempFile]) -> TempFile:
+    file = TempFile(target)
+    files.append(file)
+    return file
 
 
 def _pieces(

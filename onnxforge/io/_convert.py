@@ -102,6 +102,8 @@ def type_to_proto(t: TensorType | OpaqueType, out: onnx.TypeProto) -> None:
         for d in t.shape:
             dim = tt.shape.dim.add()
             if isinstance(d, int):
+                if not -(1 << 63) <= d < 1 << 63:
+                    raise OnnxForgeError(f"dim {d} of {t} does not fit in int64")
                 dim.dim_value = d
             elif isinstance(d, str):
                 dim.dim_param = d
@@ -261,8 +263,8 @@ class _Reader:
             return _text(a.s)
         if kind == _A.TENSOR:
             return self.tensor(a.t)
-        if kind == _A.GRAPH:
-            return self.graph(a.g, scopes, graph)
+        if kind == _A.GRAPH:  # typed GRAPH without a graph: no value (validation says so)
+            return self.graph(a.g, scopes, graph) if a.HasField("g") else None
         if kind == _A.SPARSE_TENSOR:
             return self.sparse(a.sparse_tensor)
         if kind == _A.TYPE_PROTO:

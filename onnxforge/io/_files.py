@@ -55,8 +55,15 @@ class Span:
         copy_span(self.file.fd, self.offset, self.length, out)
 
 
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO put in a file's place must not hang open()
+
+
 def open_model_file(path: Path) -> DataFile:
-    """Open the model file, turning every OS failure into one clear ModelReadError."""
+    """Open the model file, turning every OS failure into one clear ModelReadError.
+
+    Opened non-blocking and checked on the descriptor (fstat), so a FIFO or device at the
+    path is refused without waiting on it and nothing can swap the file after the check.
+    """
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -68,9 +75,12 @@ def open_model_file(path: Path) -> DataFile:
     if not stat.S_ISREG(st.st_mode):
         raise ModelReadError(path, "is not a regular file")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | _O_NONBLOCK)
     except OSError as exc:
         raise ModelReadError(path, f"cannot read: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ModelReadError(path, "is not a regular file")
     return DataFile(path, fd)
 
 
@@ -79,7 +89,10 @@ def open_external(
 ) -> DataFile:
     """Open an external-data file for ``tensor``, refusing any location that could leave the
     model's folder: absolute paths, ``..`` after normalization, a symlink in any component, a
-    file with more than one hard link, or anything that is not a regular file."""
+    file with more than one hard link, or anything that is not a regular file (a FIFO or a
+    device is refused on its descriptor, opened non-blocking: nothing waits on it). Each
+    component is opened relative to the one before with O_NOFOLLOW, so nothing can swap a
+    link in between the check and the open."""
 
     def refuse(reason: str) -> UnsafeExternalDataError:
         return UnsafeExternalDataError(
@@ -120,7 +133,9 @@ def open_external(
 
 def _open_component(name: str, dir_fd: int, flags: int, refuse: object) -> int:
     try:
-        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | flags, dir_fd=dir_fd)
+        return os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | _O_NONBLOCK | flags, dir_fd=dir_fd
+        )
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(name, dir_fd):
             raise refuse("passes through a symbolic link") from None  # type: ignore[operator]

@@ -75,7 +75,8 @@ def infer_transpose(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorTyp
     perm = op.attr("perm")
     perm = list(range(rank))[::-1] if perm is None else [int(p) for p in perm]
     if sorted(p + rank if p < 0 else p for p in perm) != list(range(rank)):
-        raise ShapeError(f"perm {perm} is not a permutation of {rank} axes")
+        shown = f"{list(perm)[:16]}"[:-1] + ", ...]" if len(perm) > 16 else f"{perm}"
+        raise ShapeError(f"perm {shown} ({len(perm)} entries) is not a permutation of {rank} axes")
     return [TensorType(t.dtype, tuple(t.shape[p] for p in perm))]
 
 

@@ -507,7 +507,10 @@ def infer_range(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | 
             s, lim, d = (float(c.reshape(-1)[0]) for c in consts)  # type: ignore[union-attr]
             if d == 0:
                 raise ShapeError("delta is 0")
-            return [TensorType(dtype, (max(int(np.ceil((lim - s) / d)), 0),))]
+            count = np.ceil((lim - s) / d)
+            if not np.isfinite(count):
+                raise ShapeError(f"start {s}, limit {lim}, delta {d} give no finite length")
+            return [TensorType(dtype, (max(int(count), 0),))]
         return [TensorType(dtype, (None,))]
     s, lim, d = start[0], limit[0], delta[0]
     if d == 0:
