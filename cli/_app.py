@@ -7,6 +7,7 @@ __all__ = [
     "app",
     "check_output",
     "clip",
+    "error_lines",
     "fail_on_errors",
     "in_place_location",
     "load_valid",
@@ -43,11 +44,30 @@ MAX_LINE = 1000
 clear message)."""
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, 0x85) if c != 0x09} | {
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
 def clip(line: str) -> str:
-    """``line``, cut to MAX_LINE characters with a count of what was cut."""
+    """``line`` as one printable line: control characters (a newline inside a name from a
+    hostile file) escaped, cut to MAX_LINE characters with a count of what was cut."""
+    line = line.translate(_CONTROL)
     if len(line) <= MAX_LINE:
         return line
     return f"{line[:MAX_LINE]} ... ({len(line) - MAX_LINE} more characters)"
+
+
+def error_lines(exc: OnnxForgeError, model: Path | None = None) -> list[str]:
+    """The lines that report ``exc``: one per problem of an InvalidModelError, else one per
+    line of the message; each names ``model`` and is clipped to one printable line."""
+    if isinstance(exc, InvalidModelError):
+        prefix = f"{exc.where}: " if exc.where else ""
+        lines = [prefix + p for p in exc.problems] or [str(exc)]
+    else:
+        lines = str(exc).splitlines() or [type(exc).__name__]
+    return [clip(_named(line, model)) for line in lines]
 
 
 def load_valid(path: Path) -> Model:
@@ -121,7 +141,7 @@ def refuse_shape_errors(loaded: Model, model: Path) -> None:
 
 
 def _named(line: str, model: Path | None) -> str:
-    if model is None or line.startswith(str(model)):
+    if model is None or str(model) in line:
         return line
     return f"{model}: {line}"
 
@@ -137,13 +157,12 @@ def fail_on_errors(model: Path | None = None) -> Iterator[None]:
     try:
         yield
     except InvalidModelError as exc:
-        lines = str(exc).splitlines() or ["invalid model"]
-        for line in lines:
-            stderr.print(clip(_named(line, model)), markup=False)
+        for line in error_lines(exc, model):
+            stderr.print(line, markup=False)
         raise typer.Exit(code=exc.exit_code) from None
     except OnnxForgeError as exc:
-        message = str(exc) if model is None or str(model) in str(exc) else f"{model}: {exc}"
-        stderr.print(f"error: {clip(message)}", markup=False)
+        for line in error_lines(exc, model):
+            stderr.print(f"error: {line}", markup=False)
         raise typer.Exit(code=exc.exit_code) from None
     except RecursionError:
         what = f"{model}: " if model is not None else ""

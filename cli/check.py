@@ -13,7 +13,7 @@ import typer
 
 from onnxforge._check import Problem, require_runtime
 from onnxforge._check import check as check_model
-from onnxforge.cli._app import app, clip, fail_on_errors, stderr, stdout
+from onnxforge.cli._app import app, clip, error_lines, fail_on_errors, stderr, stdout
 from onnxforge.errors import OnnxForgeError
 
 
@@ -165,9 +165,8 @@ def _report_error(fmt: OutputFormat, model: Path, exc: OnnxForgeError) -> None:
         kind = "unreadable" if exc.exit_code == 2 else "error"
         stdout.print(_annotation(str(model), kind, clip(str(exc))), markup=False, emoji=False)
     if fmt is not OutputFormat.json:
-        for line in str(exc).splitlines():
-            named = line if line.startswith(str(model)) else f"{model}: {line}"
-            stderr.print(f"error: {clip(named)}", markup=False, emoji=False)
+        for line in error_lines(exc, model):
+            stderr.print(f"error: {line}", markup=False, emoji=False)
 
 
 def _escape(text: str, *, property_value: bool = False) -> str:

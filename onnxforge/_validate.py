@@ -270,7 +270,8 @@ def _op_problems(
         if len(names) >= 1000 and len(set(names)) != len(names):
             twice = ["(several)"]
         if twice:
-            found.append(f"sets the attribute {', '.join(twice[:5])} more than once")
+            names = ", ".join(repr(name) for name in twice[:5])
+            found.append(f"sets the attribute {names} more than once")
     for name, value in op.attrs.items():
         if isinstance(value, AttrRef):
             continue
@@ -318,7 +319,8 @@ def _schema_problems(op: Op, shape: schemas.SchemaShape) -> list[str]:
     unknown = [name for name in op.attrs if name not in shape.attributes]
     if unknown:
         more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
-        found.append(f"has attributes {label} does not define: {', '.join(unknown[:5])}{more}")
+        names = ", ".join(repr(name) for name in unknown[:5])
+        found.append(f"has attributes {label} does not define: {names}{more}")
     for name, (kind, required) in shape.attributes.items():
         value = op.attrs.get(name)
         if value is None:

@@ -45,6 +45,7 @@ class InvalidModelError(OnnxForgeError):
 
     def __init__(self, problems: list[str], *, where: str = "") -> None:
         self.problems = list(problems)
+        self.where = where
         prefix = f"{where}: " if where else ""
         super().__init__("\n".join(prefix + p for p in self.problems) or f"{where}: invalid model")
 

@@ -6,7 +6,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from suites import LIGHT_MODELS
+
+# Profiles for the property tests that do not set max_examples themselves (the fuzz test of
+# tests/hostile/test_fuzz.py): 500 examples in CI, 10,000 with --hypothesis-profile long.
+settings.register_profile("default", max_examples=500, deadline=None, database=None)
+settings.register_profile("ci", parent=settings.get_profile("default"), derandomize=True)
+settings.register_profile("long", max_examples=10_000, deadline=None, database=None)
+settings.load_profile("default")
 
 
 @pytest.fixture(params=LIGHT_MODELS, ids=[p.stem for p in LIGHT_MODELS])

@@ -47,11 +47,13 @@ def data_problem(tensor: Tensor) -> str | None:
     if count >= 1 << 63:
         return f"has {list(tensor.shape)}: more elements ({count}) than int64 counts"
     name = dtype_name(tensor.dtype)
+    bits = DType(tensor.dtype).bits
+    needed = None if bits is None else (count * bits + 7) // 8
     if tensor.span is not None:
-        if tensor.dtype != DType.STRING and tensor.span.length != tensor.nbytes:
+        if needed is not None and tensor.span.length != needed:
             return (
                 f"holds {tensor.span.length} bytes, but {name}{list(tensor.shape)} needs "
-                f"{tensor.nbytes}"
+                f"{needed}"
             )
         return None
     proto = tensor.proto
@@ -61,8 +63,8 @@ def data_problem(tensor: Tensor) -> str | None:
         if tensor.dtype == DType.STRING:
             return "is a string tensor with raw_data"
         have = len(proto.raw_data)
-        if have != tensor.nbytes:
-            return f"holds {have} bytes, but {name}{list(tensor.shape)} needs {tensor.nbytes}"
+        if have != needed:
+            return f"holds {have} bytes, but {name}{list(tensor.shape)} needs {needed}"
         return None
     typed = _TYPED_FIELD.get(tensor.dtype)
     if typed is None:
