@@ -439,8 +439,9 @@ def check(
     """Every problem that would stop ``model`` from being deployed; empty when it is fit.
 
     Checks, in order: onnx's checker (on the path when given one, so external data is never
-    read into memory); the graph's invariants (cycles, names used but never produced or
-    defined twice); strict shape inference, every error at once; the opset and IR version
+    read into memory); the validity every command checks (``_validate.model_problems``: the
+    graph's invariants, ops against their schemas, element types, tensor data against its
+    dims, code ``graph``); strict shape inference, every error at once; the opset and IR version
     against ``max_opset`` / ``max_ir`` and ``runtime``'s limits (``"onnxruntime"``: the
     installed version, see onnxruntime_limits); Split-18 nodes without their sizes or with a
     num_outputs that is not their output count; ops of domains that neither ONNX, the

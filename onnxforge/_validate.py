@@ -80,33 +80,34 @@ def model_problems(model: Model) -> list[str]:
 def text_problem(model: Model) -> str | None:
     """The first name or text field that is not UTF-8 (protobuf then hands over bytes), as a
     problem: nothing that prints or sorts names can work on such a model."""
-
-    def bad(*texts: object) -> object | None:
-        return next((t for t in texts if not isinstance(t, str)), None)
-
-    def props(pairs: list[tuple[str, str]]) -> object | None:
-        return bad(*(t for pair in pairs for t in pair))
-
-    found = bad(
-        model.producer_name, model.producer_version, model.domain, model.doc_string
-    ) or props(model.metadata_props)
-    found = found or bad(*model.opset_imports)
-    for fn in model.functions:
-        found = found or bad(fn.name, fn.domain, fn.overload, fn.doc_string, *fn.attributes)
-        found = found or bad(*fn.opset_imports) or props(fn.metadata_props)
-    for graph, _, _ in _graphs(model):
-        if found:
-            break
-        found = bad(graph.name, graph.doc_string) or props(graph.metadata_props)
-        for value in graph.values():
-            found = found or bad(value.name, value.doc_string) or props(value.metadata_props)
-        for op in graph._ops:
-            found = found or bad(op.op_type, op.domain, op.name, op.overload, op.doc_string)
-            found = found or bad(*op.attrs) or props(op.metadata_props)
+    found = next((t for t in _texts(model) if type(t) is not str), None)
     if found is None:
         return None
     shown = found[:80] if isinstance(found, bytes) else found
     return f"a name or text field is not UTF-8, as ONNX requires: {shown!r}"
+
+
+def _texts(model: Model) -> Iterator[object]:
+    yield from (model.producer_name, model.producer_version, model.domain, model.doc_string)
+    yield from (t for pair in model.metadata_props for t in pair)
+    yield from model.opset_imports
+    for fn in model.functions:
+        yield from (fn.name, fn.domain, fn.overload, fn.doc_string, *fn.attributes)
+        yield from fn.opset_imports
+        yield from (t for pair in fn.metadata_props for t in pair)
+    for graph, _, _ in _graphs(model):
+        yield from (graph.name, graph.doc_string)
+        yield from (t for pair in graph.metadata_props for t in pair)
+        for value in graph.values():
+            yield value.name
+            yield value.doc_string
+            if value.metadata_props:
+                yield from (t for pair in value.metadata_props for t in pair)
+        for op in graph._ops:
+            yield from (op.op_type, op.domain, op.name, op.overload, op.doc_string)
+            yield from op.attrs
+            if op.metadata_props:
+                yield from (t for pair in op.metadata_props for t in pair)
 
 
 def _graphs(model: Model) -> Iterator[tuple[Graph, str, dict[str, int]]]:
@@ -264,14 +265,15 @@ def _op_problems(
 ) -> list[str]:
     found: list[str] = []
     source = op._source
-    if source is not None and hasattr(source, "attribute"):
-        names = [a.name for a in source.attribute]
+    attributes = getattr(source, "attribute", None)
+    if attributes is not None and len(attributes) > len(op.attrs):  # a name set twice
+        names = [a.name for a in attributes]
         twice = sorted({n for n in names if names.count(n) > 1}) if len(names) < 1000 else []
         if len(names) >= 1000 and len(set(names)) != len(names):
             twice = ["(several)"]
         if twice:
-            names = ", ".join(repr(name) for name in twice[:5])
-            found.append(f"sets the attribute {names} more than once")
+            listed = ", ".join(repr(name) for name in twice[:5])
+            found.append(f"sets the attribute {listed} more than once")
     for name, value in op.attrs.items():
         if isinstance(value, AttrRef):
             continue

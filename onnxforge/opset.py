@@ -121,7 +121,10 @@ def schema_shape(op_type: str, opset: int, domain: str = "") -> SchemaShape | No
         int(schema.max_input),
         int(schema.min_output),
         int(schema.max_output),
-        {name: (int(a.type.value), bool(a.required)) for name, a in schema.attributes.items()},
+        {
+            name: (int(a.type.value), bool(a.required))  # type: ignore[attr-defined]
+            for name, a in schema.attributes.items()
+        },
     )
 
 

@@ -17,7 +17,7 @@ from onnxforge.io._wire import WeightSource
 from onnxforge.ir import DType, Tensor, dtype_name
 
 _T = onnx.TensorProto
-_TYPED_FIELD = {  # dtype -> (field of its values when not raw, values per element)
+_TYPED_FIELD: dict[int, tuple[str, int]] = {  # dtype -> (field when not raw, values each)
     _T.FLOAT: ("float_data", 1),
     _T.COMPLEX64: ("float_data", 2),
     _T.DOUBLE: ("double_data", 1),
@@ -52,8 +52,7 @@ def data_problem(tensor: Tensor) -> str | None:
     if tensor.span is not None:
         if needed is not None and tensor.span.length != needed:
             return (
-                f"holds {tensor.span.length} bytes, but {name}{list(tensor.shape)} needs "
-                f"{needed}"
+                f"holds {tensor.span.length} bytes, but {name}{list(tensor.shape)} needs {needed}"
             )
         return None
     proto = tensor.proto

@@ -308,7 +308,40 @@ def _flatten(draw: st.DrawFn, g: _Graph, x: _Value) -> None:
     g.node("Reshape", [x.name, target.name], [_Value(g.name("fl"), (*x.shape[:k], rest))])
 
 
-STEPS = (_unary, _binary, _binary, _concat, _split, _reshape, _flatten, _gather, _slice)
+def _merge_dims(draw: st.DrawFn, g: _Graph, x: _Value) -> None:
+    """Two neighbouring dims into one, computed: Reshape(x, Concat(Slice(shape, 0, i),
+    Mul(Gather(shape, [i]), Gather(shape, [i + 1])), Slice(shape, i + 2, r)))."""
+    r = len(x.shape)
+    pairs = [i for i in range(r - 1) if N not in (x.shape[i], x.shape[i + 1])]
+    if not pairs:
+        return _reshape(draw, g, x)
+    i = draw(st.sampled_from(pairs))
+    shape = _Value(g.name("sh"), (r,), I64)
+    g.node("Shape", [x.name], [shape])
+    parts = []
+    for lo, hi in ((0, i), (i + 2, r)):
+        if hi > lo:
+            part = _Value(g.name("p"), (hi - lo,), I64)
+            if g.opset < 10:
+                g.node("Slice", [shape.name], [part], starts=[lo], ends=[hi], axes=[0])
+            else:
+                g.node("Slice", [shape.name, g.ints([lo]).name, g.ints([hi]).name], [part])
+            parts.append(part)
+    a, b = _Value(g.name("da"), (1,), I64), _Value(g.name("db"), (1,), I64)
+    g.node("Gather", [shape.name, g.ints([i]).name], [a], axis=0)
+    g.node("Gather", [shape.name, g.ints([i + 1]).name], [b], axis=0)
+    merged = _Value(g.name("m"), (1,), I64)
+    g.node("Mul", [a.name, b.name], [merged])
+    parts.insert(1 if i > 0 else 0, merged)
+    target = _Value(g.name("t"), (r - 1,), I64)
+    g.node("Concat", [p.name for p in parts], [target], axis=0)
+    dims = (*x.shape[:i], int(x.shape[i]) * int(x.shape[i + 1]), *x.shape[i + 2 :])
+    g.node("Reshape", [x.name, target.name], [_Value(g.name("mg"), dims)])
+
+
+STEPS = (
+    _unary, _binary, _binary, _concat, _split, _reshape, _flatten, _merge_dims, _gather, _slice,
+)  # fmt: skip
 
 
 @st.composite
