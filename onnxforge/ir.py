@@ -378,6 +378,7 @@ class Graph:
         self.owner: Op | None = None
         self._ops: dict[Op, None] = {}
         self._source: Any = None
+        self._names: set[str] | None = None  # fresh_name's record of the model's names
 
     # -- reading ---------------------------------------------------------------------------
     @property
@@ -445,6 +446,9 @@ class Graph:
         """A new value defined by this graph (not yet an input, initializer or output)."""
         value = Value(name, type, const, _graph=self)
         self.nx.add_node(value)
+        names = self._root()._names
+        if names is not None:
+            names.add(name)
         return value
 
     def add_initializer(self, name: str, tensor: Tensor | SparseTensor) -> Value:
@@ -486,6 +490,7 @@ class Graph:
                 self.nx.add_edge(op, value, key=port)
         for sub in op.subgraphs():
             sub.parent, sub.owner = self, op
+            self._root()._names = None  # its names join the model's: collect them again
             for value in sub.captures():
                 self._add_use(value, op, ("capture", value.name))
 
@@ -584,6 +589,7 @@ class Graph:
             else:
                 self.replace_all_uses(value, result)
                 self.nx.remove_node(value)
+        self._root()._names = None
 
     def replace_all_uses(self, old: Value, new: Value) -> int:
         """Make every use of ``old`` (ops, nested subgraphs, graph outputs) read ``new``."""
@@ -603,18 +609,29 @@ class Graph:
                 count += 1
         return count
 
-    def fresh_name(self, base: str) -> str:
-        """A value name unused anywhere in the enclosing model scope."""
+    def _root(self) -> Graph:
         root: Graph = self
         while root.parent is not None:
             root = root.parent
-        names = root._all_names()
-        if base not in names:
-            return base
-        i = 1
-        while f"{base}_{i}" in names:
+        return root
+
+    def fresh_name(self, base: str) -> str:
+        """A value name unused anywhere in the enclosing model scope.
+
+        The names are collected once and then kept up to date by add_value and fresh_name
+        (a superset: names that went away stay taken); attaching subgraphs starts over.
+        Collecting them on every call made converting densenet121 quadratic (2.2 of 4.3 s).
+        """
+        root = self._root()
+        names = root._names
+        if names is None:
+            names = root._names = root._all_names()
+        candidate, i = base, 1
+        while candidate in names:
+            candidate = f"{base}_{i}"
             i += 1
-        return f"{base}_{i}"
+        names.add(candidate)
+        return candidate
 
     def _all_names(self) -> set[str]:
         names = {v.name for v in self.values()}
