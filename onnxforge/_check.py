@@ -16,6 +16,7 @@ import functools
 import importlib.util
 import json
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -30,6 +31,7 @@ import numpy as np
 
 from onnxforge import opset as schemas
 from onnxforge._validate import model_problems
+from onnxforge.compare import MAX_INPUT_ELEMENTS
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import checker_problems, load, save, to_proto
 from onnxforge.ir import DType, Graph, Model, Op, TensorType, Value, walk_graphs
@@ -347,6 +349,11 @@ def _random_input(
         return f"input {value.name!r} has no shape; give one with --input-shape {value.name}=..."
     else:
         dims = [d if isinstance(d, int) else 1 for d in t.shape]
+    if math.prod(dims) > MAX_INPUT_ELEMENTS:
+        return (
+            f"input {value.name!r} of shape {dims} has {math.prod(dims)} elements, more than "
+            f"--verify makes ({MAX_INPUT_ELEMENTS}); give a smaller one with --input-shape"
+        )
     if t.dtype == DType.STRING:
         return np.full(dims, "", dtype=object)
     if t.dtype == DType.BOOL:

@@ -3,9 +3,16 @@ same random inputs (what `optimize --check N` does)."""
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_ATOL", "DEFAULT_RTOL", "compare_on_onnxruntime", "random_inputs"]
+__all__ = [
+    "DEFAULT_ATOL",
+    "DEFAULT_RTOL",
+    "MAX_INPUT_ELEMENTS",
+    "compare_on_onnxruntime",
+    "random_inputs",
+]
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +29,9 @@ DEFAULT_ATOL = 1e-5
 DYNAMIC_BATCH = 2
 """Size given to an unknown first dim; other unknown dims get DYNAMIC_OTHER."""
 DYNAMIC_OTHER = 5
+MAX_INPUT_ELEMENTS = 1 << 28
+"""Elements one random input may have (1 GiB of float32): a declared dim of 2^40 is refused,
+not allocated."""
 
 
 def random_inputs(model: Model, runs: int, *, seed: int = 0) -> list[dict[str, np.ndarray]]:
@@ -50,6 +60,11 @@ def random_inputs(model: Model, runs: int, *, seed: int = 0) -> list[dict[str, n
                 d if isinstance(d, int) else (DYNAMIC_BATCH if i == 0 else DYNAMIC_OTHER)
                 for i, d in enumerate(t.shape)
             ]
+            if math.prod(shape) > MAX_INPUT_ELEMENTS:
+                raise OnnxForgeError(
+                    f"input {value.name!r} of shape {shape} has {math.prod(shape)} elements, "
+                    f"more than --check makes ({MAX_INPUT_ELEMENTS}); fix it with --input-shape"
+                )
             if np_dtype.kind in "iub":
                 feeds[value.name] = rng.integers(0, 2, shape).astype(np_dtype)
             else:

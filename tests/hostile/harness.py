@@ -107,11 +107,12 @@ def _bounded() -> Iterator[list[int]]:
             tracemalloc.stop()
 
 
-def run_command(command: str, model: Path, out: Path) -> Outcome:
-    """One command on one model, bounded and measured."""
+def run_command(command: str, model: Path, out: Path, *, args: list[str] | None = None) -> Outcome:
+    """One command on one model (``args``: another command line than cli_args), bounded and
+    measured."""
     with _bounded() as peak:
         start = time.perf_counter()
-        result = runner.invoke(app, cli_args(command, model, out))
+        result = runner.invoke(app, args or cli_args(command, model, out))
         seconds = time.perf_counter() - start
     exception = result.exception if not isinstance(result.exception, SystemExit) else None
     return Outcome(

@@ -88,3 +88,24 @@ def test_a_fifo_in_place_of_the_model_is_refused_without_waiting(folders) -> Non
     for outcome in run_all(fifo, out_dir):
         assert_clean(outcome, {2}, out_dir)
         assert "not a regular file" in outcome.stderr
+
+
+def test_checking_a_model_with_a_huge_input_refuses_to_make_the_input(folders) -> None:
+    """optimize --check and check --verify make random inputs: a declared dim of 2^40 is
+    refused (one line, exit 1), not allocated."""
+    model_dir, out_dir = folders
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1 << 40])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1 << 40])
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    path = model_dir / "huge_input.onnx"
+    onnx.save(model, path)
+    out = out_dir / "out.onnx"
+    for args in (
+        ["optimize", str(path), "-o", str(out), "--check", "1"],
+        ["check", str(path), "--verify", "onnxruntime"],
+    ):
+        outcome = run_command(args[0], path, out, args=args)
+        assert_clean(outcome, {1}, out_dir)
+        assert "more than" in outcome.stdout + outcome.stderr, outcome

@@ -124,21 +124,17 @@ def _settled(folder: Path, expected: dict[str, str]) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("options", "sig", "fraction"),
     [
-        ((), signal.SIGKILL, 0.0),
         ((), signal.SIGKILL, 0.5),
         ((), signal.SIGKILL, 0.95),
         (("--external-data",), signal.SIGKILL, 0.5),
-        ((), signal.SIGTERM, 0.5),
         (("--external-data",), signal.SIGTERM, 0.5),
         (("--check", "1"), signal.SIGKILL, 0.5),
         (("--check", "1"), signal.SIGTERM, 0.5),
     ],
     ids=[
-        "sigkill-at-start",
         "sigkill-half-way",
         "sigkill-near-the-end",
         "sigkill-external-data",
-        "sigterm-half-way",
         "sigterm-external-data",
         "sigkill-while-staged-for-check",
         "sigterm-while-staged-for-check",
