@@ -190,7 +190,13 @@ _cleanup.register(named)
 print("ready", flush=True)
 time.sleep(60)
 """
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    # A shell's background job inherits SIGINT ignored, and install_handlers rightly leaves an
+    # ignored signal alone: the child starts with the default disposition, as a terminal's has.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL),  # noqa: PLW1509
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
     proc.send_signal(sig)
     assert proc.wait(timeout=30) == -sig
