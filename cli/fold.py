@@ -27,7 +27,7 @@ from onnxforge.cli._app import (
 from onnxforge.io import save
 from onnxforge.passes import DEFAULT_FOLD_LIMIT, fold_pipeline
 from onnxforge.passes.fold_constants import parse_size
-from onnxforge.summary import summarize
+from onnxforge.summary import size_summary, summarize
 
 
 @app.command()
@@ -94,8 +94,8 @@ def fold(
             "fold_limit": limit,
             "seconds": round(seconds, 4),
             "stats": dict(sorted(result.stats.items())),
-            "before": _sizes(before),
-            "after": _sizes(after),
+            "before": size_summary(before),
+            "after": size_summary(after),
         }
         if verbose:
             report["nodes"] = result.details
@@ -103,15 +103,6 @@ def fold(
             stdout.print_json(json.dumps(report))
         else:
             _print(report, before, after, result.details if verbose else {})
-
-
-def _sizes(s: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "nodes": s["nodes_total"],
-        "initializers": s["initializers"],
-        "initializer_bytes": s["initializer_bytes"],
-        "op_types": s["op_types"],
-    }
 
 
 def _print(

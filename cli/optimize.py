@@ -40,7 +40,7 @@ from onnxforge.errors import OnnxForgeError
 from onnxforge.io import load, save
 from onnxforge.ir import Model
 from onnxforge.passes.fold_constants import parse_size
-from onnxforge.summary import summarize
+from onnxforge.summary import size_summary, summarize
 
 
 def _names(text: str) -> list[str]:
@@ -162,8 +162,8 @@ def optimize(
             "seconds": round(seconds, 4),
             "checked_input_sets": check,
             "passes": result.to_json(),
-            "before": _sizes(before),
-            "after": _sizes(after),
+            "before": size_summary(before),
+            "after": size_summary(after),
         }
         if report is not None:
             report.write_text(json.dumps(data, indent=2) + "\n")
@@ -248,15 +248,6 @@ def _publish(staged: Path, output: Path, location: str) -> None:
         if data.exists():
             os.replace(data, output.parent / location)
         os.replace(staged, output)
-
-
-def _sizes(s: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "nodes": s["nodes_total"],
-        "initializers": s["initializers"],
-        "initializer_bytes": s["initializer_bytes"],
-        "op_types": s["op_types"],
-    }
 
 
 def _print(data: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["summarize"]
+__all__ = ["size_summary", "summarize"]
 
 from collections import Counter
 from typing import Any
@@ -50,4 +50,14 @@ def summarize(model: Model) -> dict[str, Any]:
         "initializer_bytes": n_bytes,
         "subgraphs": n_graphs - 1,
         "functions": len(model.functions),
+    }
+
+
+def size_summary(s: dict[str, Any]) -> dict[str, Any]:
+    """The part of ``summarize``'s result a before/after report compares (fold, optimize)."""
+    return {
+        "nodes": s["nodes_total"],
+        "initializers": s["initializers"],
+        "initializer_bytes": s["initializer_bytes"],
+        "op_types": s["op_types"],
     }
