@@ -18,11 +18,9 @@ __all__ = [
     "type_to_proto",
 ]
 
-import contextlib
-import gc
 import logging
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -35,6 +33,7 @@ from onnxforge.io._atomic import TempFile, sync_folder
 from onnxforge.io._convert import (
     EmbedSink,
     TensorSink,
+    _no_gc,
     _tensor_to_proto,
     _Writer,
     function_from_proto,
@@ -58,19 +57,6 @@ _ALIGN = 4096  # external tensors of 1 MiB or more start on a page boundary, as 
 _ALIGN_FROM = 1 << 20
 SPLIT_MIN_FILE = 16 << 20
 """Smaller files are parsed whole: their weights are too small to be worth keeping in the file."""
-
-
-@contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
-    """Building or writing a graph makes millions of objects and no garbage; the collector's
-    passes over them were 40% of a 100k-node round trip."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def load(path: str | os.PathLike[str]) -> Model:
