@@ -50,6 +50,9 @@ class Pass(abc.ABC):
     """One transformation with a stable kebab-case name; it edits the model in place."""
 
     name: ClassVar[str]
+    types_only: ClassVar[bool] = False
+    """True for a pass that only sets value types from inference: what was inferred before it
+    stays valid, so it notes no change (see ``note_change``)."""
 
     def requires(self, model: Model) -> None:  # noqa: B027  (optional hook)
         """Raise PreconditionError when the pass cannot work on ``model``."""
@@ -67,7 +70,7 @@ class Pass(abc.ABC):
         except BaseException:
             note_change()  # a failed pass may have changed the model half way
             raise
-        if result.modified:
+        if result.modified and not self.types_only:
             note_change()
         self.ensures(result.model)
         return result
@@ -202,7 +205,7 @@ class Report:
 
 
 def _count_ops(model: Model) -> int:
-    return sum(1 for _ in model.ops())
+    return sum(len(graph._ops) for graph in model.graphs())
 
 
 class PassManager:
@@ -222,8 +225,13 @@ class PassManager:
         self.results: list[PassResult] = []
 
     def run(self, model: Model) -> Report:
+        with ir.no_gc():
+            return self._run(model)
+
+    def _run(self, model: Model) -> Report:
         report = Report()
         done: list[str] = []
+        note_change()  # the caller may have edited the model since any earlier run
         for p in self.passes:
             if isinstance(p, FixedPoint):
                 p.verify_each, p.instruments = self.verify_each, self.instruments

@@ -8,6 +8,7 @@ __all__ = [
     "constant",
     "dtype_of",
     "graphs_with_opset",
+    "inference",
     "inferred_types",
     "is_graph_output",
     "only_reader",
@@ -86,7 +87,7 @@ def constant(value: Value | None) -> np.ndarray | None:
             return None
         tensor = constant_tensor(op)
         return None if tensor is None else tensor.numpy()
-    if owner is not None and any(v is value for v in owner.inputs):
+    if owner is not None and value in owner.inputs:
         return None  # a default the caller may override
     try:
         return value.const.numpy()
@@ -114,7 +115,7 @@ def dtype_of(value: Value | None) -> int | None:
 
 
 def is_graph_output(graph: Graph, value: Value) -> bool:
-    return any(v is value for v in graph.outputs)
+    return value in graph.outputs
 
 
 def only_reader(graph: Graph, value: Value | None, op: Op) -> bool:
@@ -211,25 +212,29 @@ def _fingerprint(model: Model) -> tuple[int, ...]:
     return tuple(key)
 
 
-@contextmanager
-def inferred_types(model: Model) -> Iterator[InferReport]:
-    """Type every value for the duration of a pass; declared types come back afterwards (a
-    pass adds no value_info), except on graph outputs, which keep the inferred ones.
-
-    Inference runs again only when something changed since the last pass asked: a fixed
-    point's passes that find nothing to do share one inference (a third of optimize's time
-    on densenet121 was inferring an unchanged model again)."""
-    declared = {v: v.type for g in model.graphs() for v in g.values()}
+def inference(model: Model, *, strict: bool = False) -> InferReport:
+    """Type every value in place and return the report, reusing the last one when nothing
+    changed since (a fixed point's passes that find nothing to do share one inference: a
+    third of optimize's time on densenet121 was inferring an unchanged model again)."""
     key = _fingerprint(model)
     cached = _inferred.get(model)
-    if cached is not None and cached[0] == key:
-        report = cached[1]
+    if cached is not None and cached[0] == key and not (strict and cached[1].errors):
         for value, t in cached[2]:
             value.type = t
-    else:
-        report = infer(model)
-        types = [(v, v.type) for g in model.graphs() for v in g.values()]
-        _inferred[model] = (key, report, types)
+        return cached[1]
+    report = infer(model, strict=strict)
+    types = [(v, v.type) for g in model.graphs() for v in g.values()]
+    _inferred[model] = (key, report, types)
+    return report
+
+
+@contextmanager
+def inferred_types(model: Model) -> Iterator[InferReport]:
+    """Type every value for the duration of a pass (see ``inference``); declared types come
+    back afterwards (a pass adds no value_info), except on graph outputs, which keep the
+    inferred ones."""
+    declared = {v: v.type for g in model.graphs() for v in g.values()}
+    report = inference(model)
     try:
         yield report
     finally:

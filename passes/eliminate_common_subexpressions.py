@@ -60,7 +60,7 @@ class EliminateCommonSubexpressionsPass(Pass):
         """Case 1."""
         groups: dict[Hashable, list[Value]] = defaultdict(list)
         for value in graph.initializers:
-            if not isinstance(value.const, Tensor) or any(v is value for v in graph.inputs):
+            if not isinstance(value.const, Tensor) or value in graph.inputs:
                 continue
             if not is_graph_output(graph, value):
                 groups[(value.const.dtype, value.const.shape)].append(value)

@@ -57,7 +57,7 @@ class EliminateDeadCodePass(Pass):
                 graph.remove_op(op)  # its inputs' producers come later in this reverse order
                 result.note("ops_removed", name)
         for value in list(graph.initializers):
-            if not graph.is_used(value) and not any(v is value for v in graph.inputs):
+            if not graph.is_used(value) and value not in graph.inputs:
                 graph.remove_initializer(value)
                 result.note("initializers_removed", value.name)
 

@@ -15,8 +15,8 @@ import numpy as np
 from onnxforge import kernels
 from onnxforge.errors import KernelError, OnnxForgeError
 from onnxforge.ir import DType, Graph, Model, Op, Tensor, TensorType, Value, constant_tensor
-from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
-from onnxforge.shape_infer import infer
+from onnxforge.passes._infra import Pass, PassResult, node_label, note_change, register_pass
+from onnxforge.passes._rewrite import inference
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class FoldConstantsPass(Pass):
         done = ("folded", "ifs_inlined", "constants")
         last = PassResult(model)
         for _ in range(MAX_ROUNDS):
-            self.static = infer(model).static_values  # sizes before any kernel runs
+            self.static = inference(model).static_values  # sizes before any kernel runs
             last = PassResult(model)
             self._fold_graph(model.graph, opsets, last)
             for key in done:
@@ -116,6 +116,7 @@ class FoldConstantsPass(Pass):
             if not any(last.stats[key] for key in done):
                 break
             result.modified = True
+            note_change()  # the next round infers the folded model
         # Refusals as the last round saw them: ops are revisited every round.
         for key, count in last.stats.items():
             if key not in done:
@@ -124,7 +125,7 @@ class FoldConstantsPass(Pass):
         # Folding adds no value_info: inferred types are put back as they were ("infer" adds).
         for graph in model.graphs():
             for value in graph.values():
-                if value in declared and not any(v is value for v in graph.outputs):
+                if value in declared and value not in graph.outputs:
                     value.type = declared[value]
         return result
 
@@ -152,7 +153,7 @@ class FoldConstantsPass(Pass):
         if value is None or not isinstance(value.const, Tensor):
             return None
         owner = value.graph
-        if owner is not None and any(v is value for v in owner.inputs):
+        if owner is not None and value in owner.inputs:
             return None  # a default the caller may override
         return value.const.numpy()
 
@@ -214,7 +215,7 @@ class FoldConstantsPass(Pass):
         however large. An output of the graph keeps its name and stays an Identity."""
         (out,) = graph.outputs_of(op)
         source = graph.inputs_of(op)[0]
-        if out is None or source is None or any(v is out for v in graph.outputs):
+        if out is None or source is None or out in graph.outputs:
             return False
         graph.replace_all_uses(out, source)
         graph.remove_op(op)
@@ -258,9 +259,9 @@ class FoldConstantsPass(Pass):
                 value is not None
                 and owner is not None
                 and value.const is not None
-                and any(v is value for v in owner.initializers)
+                and value in owner.initializers
                 and not owner.is_used(value)
-                and not any(v is value for v in owner.inputs)
+                and value not in owner.inputs
             ):
                 owner.remove_initializer(value)
 
@@ -348,7 +349,7 @@ def _freed_bytes(graph: Graph, ops: set[Op], inputs: list[Value | None]) -> int:
         owner = value.graph
         if not isinstance(value.const, Tensor) or owner is None:
             continue
-        if any(v is value for v in owner.outputs):
+        if value in owner.outputs:
             continue
         users = {o for o, _ in owner.consumers(value)}
         captured = any(isinstance(k, tuple) for ks in owner.nx.succ[value].values() for k in ks)

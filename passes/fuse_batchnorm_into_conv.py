@@ -131,8 +131,8 @@ def replace_weight(
     if (
         old is not None
         and old.graph is graph
-        and any(v is old for v in graph.initializers)
+        and old in graph.initializers
         and not graph.is_used(old)
-        and not any(v is old for v in graph.inputs)
+        and old not in graph.inputs
     ):
         graph.remove_initializer(old)

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from onnxforge.ir import Model
 from onnxforge.passes._infra import Pass, PassResult, register_pass
-from onnxforge.shape_infer import infer
+from onnxforge.passes._rewrite import inference
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +25,7 @@ class InferShapesPass(Pass):
     """
 
     name: ClassVar[str] = "infer-shapes"
+    types_only: ClassVar[bool] = True
 
     def __init__(self, *, strict: bool = False) -> None:
         self.strict = strict
@@ -32,7 +33,7 @@ class InferShapesPass(Pass):
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
         before = {v: v.type for g in model.graphs() for v in g.values()}
-        report = infer(model, strict=self.strict)
+        report = inference(model, strict=self.strict)
         for error in report.errors:
             result.note("errors", str(error))
             logger.warning("shape inference: %s", error)

@@ -102,7 +102,7 @@ def _owned_constant(graph: Graph, value: Value | None, reader: Op) -> np.ndarray
     alone (an initializer or a Constant op's output)."""
     if value is None or not only_reader(graph, value, reader):
         return None
-    is_initializer = any(v is value for v in graph.initializers)
+    is_initializer = value in graph.initializers
     producer = graph.producer(value)
     if not is_initializer and (producer is None or producer.op_type != "Constant"):
         return None
@@ -200,5 +200,5 @@ def _drop_constant(graph: Graph, value: Value) -> None:
     producer = graph.producer(value)
     if producer is not None:
         graph.remove_op(producer)
-    elif any(v is value for v in graph.initializers):
+    elif value in graph.initializers:
         graph.remove_initializer(value)

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from onnxforge.ir import DType, Graph, Model, Op, Tensor, TensorType, Value
+from onnxforge.ir import Dim, DType, Graph, Model, Op, Tensor, TensorType, Value
 from onnxforge.kernels import NONDETERMINISTIC
 from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
 from onnxforge.passes._rewrite import (
@@ -28,10 +28,11 @@ from onnxforge.passes._rewrite import (
     since,
 )
 from onnxforge.passes._squeeze import squeeze_chain, squeeze_pair
-from onnxforge.shape_infer import InferReport
 from onnxforge.shape_infer.symbolic import same_dim
 
 logger = logging.getLogger(__name__)
+
+KnownValues = dict[Value, tuple[Dim, ...]]  # InferReport.known_values
 
 RESHAPES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
 """Ops that only change the shape: a Reshape after one of them can read their input."""
@@ -67,8 +68,10 @@ class SimplifyShapeOpsPass(Pass):
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
         with inferred_types(model) as report:
-            if not _inferred_values_are_fixed(model):
-                report.static_values, report.known_values = {}, {}
+            # The report is shared with later passes: narrowed here, never edited.
+            fixed = _inferred_values_are_fixed(model)
+            static = report.static_values if fixed else {}
+            known = report.known_values if fixed else {}
             for graph, opset in graphs_with_opset(model):
                 seen: dict[tuple[object, ...], Value] = {}
                 for op in graph.topo_order():
@@ -76,11 +79,11 @@ class SimplifyShapeOpsPass(Pass):
                     if version is None or op._graph is not graph:
                         continue
                     label = node_label(op)
-                    if self._static(graph, op, report.static_values):
+                    if self._static(graph, op, static):
                         result.note("made_constant", label)
-                    elif not _in_loop(graph) and _same_known(graph, op, report, seen):
+                    elif not _in_loop(graph) and _same_known(graph, op, known, seen):
                         result.note("values_merged", label)
-                    elif op.op_type == "Reshape" and _constant_target(graph, op, version, report):
+                    elif op.op_type == "Reshape" and _constant_target(graph, op, version, known):
                         result.note("reshape_targets_made_constant", label)
                     elif op.op_type == "Reshape" and _reshape_chain(graph, op, version, opset):
                         result.note("reshapes_merged", label)
@@ -151,10 +154,10 @@ def _reshape_chain(graph: Graph, op: Op, version: int, opset: int) -> bool:
     return True
 
 
-def _constant_target(graph: Graph, op: Op, version: int, report: InferReport) -> bool:
+def _constant_target(graph: Graph, op: Op, version: int, known_values: KnownValues) -> bool:
     """Case 6."""
     target = op._inputs[1] if version >= 5 and len(op._inputs) > 1 else None
-    known = report.known_values.get(target) if target is not None else None
+    known = known_values.get(target) if target is not None else None
     if known is None or constant(target) is not None or _in_loop(graph):
         return False
     shape = shape_of(op._inputs[0])
@@ -212,12 +215,12 @@ def _in_loop(graph: Graph) -> bool:
 
 
 def _same_known(
-    graph: Graph, op: Op, report: InferReport, seen: dict[tuple[object, ...], Value]
+    graph: Graph, op: Op, known_values: KnownValues, seen: dict[tuple[object, ...], Value]
 ) -> bool:
     """Case 5: the op's outputs that equal an earlier value read it instead."""
     merged = False
     for value in op._outputs:
-        known = report.known_values.get(value) if value is not None else None
+        known = known_values.get(value) if value is not None else None
         if value is None or known is None or any(d is None for d in known):
             continue
         t = value.type

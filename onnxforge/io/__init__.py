@@ -33,7 +33,6 @@ from onnxforge.io._atomic import TempFile, sync_folder
 from onnxforge.io._convert import (
     EmbedSink,
     TensorSink,
-    _no_gc,
     _tensor_to_proto,
     _Writer,
     function_from_proto,
@@ -45,7 +44,7 @@ from onnxforge.io._convert import (
 from onnxforge.io._files import Span, open_model_file
 from onnxforge.io._tensors import raw_source
 from onnxforge.io._wire import WeightSource, WireError, split_weights, write_model
-from onnxforge.ir import DType, Model, Op, Tensor
+from onnxforge.ir import DType, Model, Op, Tensor, no_gc
 
 logger = logging.getLogger(__name__)
 
@@ -275,7 +274,7 @@ def save(
         model._build()  # weights are placed one by one, from the built graph
     files: list[TempFile] = []
     try:
-        with _no_gc():
+        with no_gc():
             out = _temp(path, files)
             external = _temp(folder / location, files) if external_data else None
             sink = _SaveSink(external.handle if external else None, location, size_threshold)
