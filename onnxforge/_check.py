@@ -14,13 +14,9 @@ __all__ = [
 
 import functools
 import importlib.util
-import json
 import logging
 import math
 import os
-import signal
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -30,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from onnxforge import opset as schemas
+from onnxforge._runtime_child import run_in_child
 from onnxforge._validate import model_problems
 from onnxforge.compare import MAX_INPUT_ELEMENTS
 from onnxforge.errors import OnnxForgeError
@@ -42,7 +39,6 @@ RUNTIMES = ("onnxruntime", "openvino")
 """The runtimes ``verify`` can load a model in."""
 _EXTRA = {"onnxruntime": "onnxforge[onnxruntime]", "openvino": "onnxforge[openvino]"}
 _ONNX_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"})
-_CHILD = Path(__file__).with_name("_verify_child.py")
 
 
 class RuntimeUnavailableError(OnnxForgeError):
@@ -398,40 +394,11 @@ def _verify(
         if path is None:
             path = folder / "model.onnx"
             save(model, path)
-        np.savez(folder / "inputs.npz", *feeds.values())
-        (folder / "names.json").write_text(json.dumps(list(feeds)), encoding="utf-8")
         for runtime in runtimes:
-            message = _run_child(runtime, path.resolve(), folder)
+            message = run_in_child(runtime, path, [feeds], folder).error
             if message:
                 found.append(Problem(file, "", "verify", message))
     return found
-
-
-def _run_child(runtime: str, path: Path, folder: Path) -> str | None:
-    source = _CHILD.read_text(encoding="utf-8")
-    args = [runtime, str(path), str(folder / "inputs.npz"), str(folder / "names.json")]
-    done = subprocess.run(
-        [sys.executable, "-c", source, *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=folder,
-    )
-    result: dict[str, Any] | None = None
-    for line in reversed(done.stdout.splitlines()):
-        if line.startswith("{"):
-            result = json.loads(line)
-            break
-    if result is not None and result.get("ok"):
-        return None
-    if result is not None:
-        return f"{runtime} failed to {result['stage']} the model: {result['error']}"
-    if done.returncode < 0:
-        how = f"signal {signal.Signals(-done.returncode).name}"
-    else:
-        how = f"exit code {done.returncode}"
-    tail = done.stderr.strip().splitlines()[-1:] or ["no message"]
-    return f"{runtime} crashed loading or running the model ({how}): {tail[0]}"
 
 
 def check(

@@ -11,14 +11,16 @@ __all__ = [
     "random_inputs",
 ]
 
+import importlib.util
 import logging
 import math
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from onnxforge._runtime_child import run_in_child
 from onnxforge.errors import OnnxForgeError
 from onnxforge.ir import DType, Model, TensorType
 
@@ -73,32 +75,18 @@ def random_inputs(model: Model, runs: int, *, seed: int = 0) -> list[dict[str, n
     return sets
 
 
-def _session(path: Path) -> Any:
-    try:
-        import onnxruntime as ort  # noqa: PLC0415  (optional: only --check needs it)
-    except ImportError:
+def _run(path: Path, feeds: Sequence[Mapping[str, np.ndarray]]) -> list[list[np.ndarray]]:
+    """The model's outputs for every input set, from a child process (see _runtime_child)."""
+    if importlib.util.find_spec("onnxruntime") is None:
         raise OnnxForgeError(
             "--check runs the models on onnxruntime, which is not installed "
             "(pip install onnxruntime)"
-        ) from None
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
-    try:
-        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # noqa: BLE001  (onnxruntime raises its own untyped errors)
-        raise OnnxForgeError(f"{path}: onnxruntime cannot load it: {exc}") from None
-
-
-def _run(path: Path, feeds: Sequence[Mapping[str, np.ndarray]]) -> list[list[np.ndarray]]:
-    session = _session(path)
-    results = []
-    for f in feeds:
-        try:
-            results.append(session.run(None, dict(f)))
-        except Exception as exc:  # noqa: BLE001
-            raise OnnxForgeError(f"{path}: onnxruntime cannot run it: {exc}") from None
-    return results
+        )
+    with tempfile.TemporaryDirectory(prefix="onnxforge-compare-") as folder:
+        done = run_in_child("onnxruntime-unoptimized", path, feeds, Path(folder))
+    if done.error is not None:
+        raise OnnxForgeError(f"{path}: {done.error}")
+    return done.outputs
 
 
 def compare_on_onnxruntime(
@@ -111,7 +99,8 @@ def compare_on_onnxruntime(
     atol: float = DEFAULT_ATOL,
 ) -> list[str]:
     """Every difference between the two models' outputs on ``feeds``, one line each (empty
-    when they agree). Sessions run one after the other, so a large model is held once."""
+    when they agree). Each model runs in its own child process, one after the other, so a
+    large model is held once at a time."""
     want = _run(original, feeds)
     got = _run(result, feeds)
     problems = []

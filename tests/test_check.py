@@ -15,7 +15,7 @@ from onnx import parser
 from suites import LIGHT_DIR
 
 import onnxforge
-from onnxforge import _check
+from onnxforge import _runtime_child
 from onnxforge._check import Problem, RuntimeUnavailableError, onnxruntime_limits
 from onnxforge.errors import ModelReadError
 from onnxforge.io import checker_problems
@@ -310,7 +310,7 @@ def test_a_runtime_that_crashes_is_a_problem_not_the_end_of_the_check(
 ) -> None:
     crash = tmp_path / "crash.py"
     crash.write_text("import os\nos.abort()\n")
-    monkeypatch.setattr(_check, "_CHILD", crash)
+    monkeypatch.setattr(_runtime_child, "_SOURCE", crash)
     [problem] = onnxforge.check(_write(tmp_path, GOOD), verify=["onnxruntime"])
     assert problem.code == "verify"
     assert "onnxruntime crashed loading or running the model (signal SIGABRT)" in problem.message
