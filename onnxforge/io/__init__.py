@@ -196,6 +196,9 @@ class _SaveSink(TensorSink):
         else:
             EmbedSink().place(tensor, out, initializer=initializer)
 
+    def splices(self, initializer: int | None) -> bool:
+        return initializer is not None
+
     def moves(self, tensor: Tensor, initializer: int | None) -> bool:
         """Main-graph weights of at least the threshold go to the external-data file."""
         return (

@@ -21,6 +21,11 @@ import networkx as nx
 import onnx
 from onnx import AttributeProto, TensorProto
 
+try:
+    from google.protobuf import unknown_fields
+except ImportError:  # pragma: no cover - protobuf before 4.21
+    unknown_fields = None
+
 from onnxforge.errors import ModelReadError, OnnxForgeError
 from onnxforge.io._files import DataFile, Span, open_external
 from onnxforge.io._tensors import raw_source, tensor_from_array
@@ -482,6 +487,11 @@ class TensorSink:
         """True when a tensor whose data sits in its proto must be written elsewhere."""
         return False
 
+    def splices(self, initializer: int | None) -> bool:
+        """True when a tensor whose raw_data sits in its proto is better written from those
+        bytes than copied inside the new proto (which would then be serialized again)."""
+        return False
+
 
 class EmbedSink(TensorSink):
     """Every tensor's bytes inside the proto (the in-memory ModelProto)."""
@@ -512,7 +522,14 @@ _DATA_FIELDS = (
 def _tensor_to_proto(
     tensor: Tensor, out: TensorProto, name: str | None, sink: TensorSink, initializer: int | None
 ) -> None:
-    if tensor.proto is not None:
+    if (
+        tensor.proto is not None
+        and tensor.proto.HasField("raw_data")
+        and sink.splices(initializer)
+        and _copy_all_but_raw_data(tensor.proto, out)
+    ):
+        sink.place(tensor, out, initializer=initializer)  # the bytes, written once
+    elif tensor.proto is not None:
         out.CopyFrom(tensor.proto)
         if sink.moves(tensor, initializer):  # its data goes elsewhere: keep the rest
             for data_field in _DATA_FIELDS:
@@ -530,6 +547,42 @@ def _tensor_to_proto(
         sink.place(tensor, out, initializer=initializer)
     if name is not None and name != out.name:
         out.name = name
+
+
+def _tensor_fields() -> list[tuple[str, str]]:
+    """(name, kind) of TensorProto's fields but raw_data; kind: repeated, message or scalar."""
+    fields = []
+    for fd in TensorProto.DESCRIPTOR.fields:
+        repeated = getattr(fd, "is_repeated", None)  # protobuf 6+; `label` before
+        if repeated is None:
+            repeated = fd.label == fd.LABEL_REPEATED
+        kind = "repeated" if repeated else "message" if fd.message_type else "scalar"
+        if fd.name != "raw_data":
+            fields.append((fd.name, kind))
+    return fields
+
+
+_TENSOR_FIELDS = _tensor_fields()
+
+
+def _copy_all_but_raw_data(src: TensorProto, out: TensorProto) -> bool:
+    """Copy every field of ``src`` but raw_data into ``out``, so a weight's bytes are not
+    copied into a proto only to be serialized again (ListFields would copy them too); False
+    (nothing copied) when ``src`` carries fields this protobuf does not know, which only
+    CopyFrom keeps."""
+    if unknown_fields is None or len(unknown_fields.UnknownFieldSet(src)):
+        return False
+    for name, kind in _TENSOR_FIELDS:
+        if kind == "repeated":
+            values = getattr(src, name)
+            if len(values):
+                getattr(out, name).extend(values)
+        elif src.HasField(name):
+            if kind == "message":
+                getattr(out, name).CopyFrom(getattr(src, name))
+            else:
+                setattr(out, name, getattr(src, name))
+    return True
 
 
 def _sparse_to_proto(

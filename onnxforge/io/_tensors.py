@@ -128,6 +128,13 @@ def raw_source(tensor: Tensor) -> WeightSource | None:
         return WeightSource(span.length, span.write_to)
     if tensor.dtype == DType.STRING:
         return None
+    if tensor.proto is not None and tensor.proto.HasField("raw_data"):
+        raw = tensor.proto.raw_data  # the bytes as read: nothing to convert
+
+        def write_raw(out: BinaryIO) -> None:
+            out.write(raw)
+
+        return WeightSource(len(raw), write_raw)
     array = tensor.numpy()
     np_dtype = DType(tensor.dtype).numpy if tensor.dtype in DType._value2member_map_ else None
     if np_dtype is None:  # packed / ml_dtypes: let onnx lay the bytes out

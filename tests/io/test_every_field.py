@@ -95,6 +95,13 @@ def _kitchen_sink() -> onnx.ModelProto:
         sparse_initializer=[sparse],
     )
     graph.metadata_props.add(key="graph", value="level")
+    weight = graph.initializer[0]  # written from its raw bytes: every other field must stay
+    weight.doc_string = "weight doc"
+    weight.metadata_props.add(key="init", value="level")
+    odd = numpy_helper.from_array(np.array([7, 8], np.int64), "odd")
+    odd.MergeFromString(b"\xf8\x3e\x01")  # field 999, varint 1: unknown to onnx's schema
+    graph.initializer.append(odd)
+    graph.output.append(helper.make_tensor_value_info("odd", TensorProto.INT64, [2]))
     annotation = graph.quantization_annotation.add(tensor_name="sum")
     annotation.quant_parameter_tensor_names.add(key="SCALE_TENSOR", value="w")
     model = helper.make_model(
@@ -122,6 +129,10 @@ def test_every_field_round_trips_through_a_file(tmp_path: Path) -> None:
     onnx.save(proto, tmp_path / "m.onnx")
     save(load(tmp_path / "m.onnx"), tmp_path / "out.onnx")
     assert onnx.load(tmp_path / "out.onnx") == proto
+    built = load(tmp_path / "m.onnx")
+    assert built.graph is not None  # builds the IR: weights are written from the tensors
+    save(built, tmp_path / "built.onnx")
+    assert onnx.load(tmp_path / "built.onnx") == proto
     assert to_proto(from_proto(proto)) == proto
 
 
@@ -136,7 +147,8 @@ def test_the_ir_sees_what_the_file_holds() -> None:
     fn = model.functions[0]
     assert fn.attribute_defaults == {"slope": np.float32(0.1).item()}
     assert fn.graph.ops[2].attrs["alpha"].name == "slope"
-    assert g.initializers[1].const.numpy().tolist() == [1.5, 0, 0, 2.5]
+    assert g.initializers[1].const.numpy().tolist() == [7, 8]
+    assert g.initializers[2].const.numpy().tolist() == [1.5, 0, 0, 2.5]
     assert str(g.outputs[1].type) == "sequence"
     assert g.inputs[0].doc_string == "in"
     sum_value = g.outputs_of(add)[0]
