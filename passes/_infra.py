@@ -19,6 +19,7 @@ __all__ = [
 import abc
 import logging
 import time
+import weakref
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -88,6 +89,15 @@ def note_change() -> None:
 def changes() -> int:
     """How many changes were noted so far (a cache key)."""
     return _changes[0]
+
+
+_verified: weakref.WeakSet[Model] = weakref.WeakSet()
+
+
+def verified(model: Model) -> bool:
+    """True while a PassManager runs on ``model``: it verified the graph when it started, so
+    inference between passes need not verify it again."""
+    return model in _verified
 
 
 class Instrument(Protocol):
@@ -225,8 +235,13 @@ class PassManager:
         self.results: list[PassResult] = []
 
     def run(self, model: Model) -> Report:
-        with ir.no_gc():
-            return self._run(model)
+        ir.verify(model)  # once: passes keep the graph valid (--verify-each checks each one)
+        _verified.add(model)
+        try:
+            with ir.no_gc():
+                return self._run(model)
+        finally:
+            _verified.discard(model)
 
     def _run(self, model: Model) -> Report:
         report = Report()

@@ -43,7 +43,7 @@ from onnxforge.ir import (
     constant_tensor,
     walk_graphs,
 )
-from onnxforge.passes._infra import changes
+from onnxforge.passes._infra import changes, verified
 from onnxforge.shape_infer import InferReport, infer
 
 logger = logging.getLogger(__name__)
@@ -222,7 +222,7 @@ def inference(model: Model, *, strict: bool = False) -> InferReport:
         for value, t in cached[2]:
             value.type = t
         return cached[1]
-    report = infer(model, strict=strict)
+    report = infer(model, strict=strict, verify=not verified(model))
     types = [(v, v.type) for g in model.graphs() for v in g.values()]
     _inferred[model] = (key, report, types)
     return report

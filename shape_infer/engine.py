@@ -590,12 +590,14 @@ def _merge(declared: Type | None, inferred: Type | None, value: Value | None) ->
     return TensorType(dtype, tuple(dims))
 
 
-def infer(model: Model, *, strict: bool = False) -> InferReport:
+def infer(model: Model, *, strict: bool = False, verify: bool = True) -> InferReport:
     """Give every value of ``model`` a type, in place; the report lists errors and assumptions.
 
     ``strict``: raise a ShapeError listing every error instead of returning them.
+    ``verify``: check the graph's invariants first (a pipeline that already did may skip it).
     """
-    ir.verify(model)
+    if verify:
+        ir.verify(model)
     engine = _Engine(model)
     types: dict[Value, Type | None] = {}
     scope = _Scope(model.graph, dict(model.opset_imports), "", types)

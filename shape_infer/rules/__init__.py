@@ -8,6 +8,7 @@ from onnxforge.shape_infer.rules import (  # noqa: F401
     control,
     elementwise,
     linalg,
+    nn,
     shapes,
     tensor,
     unary,
