@@ -104,14 +104,20 @@ def _initializer_bytes(model: Any) -> int:
     return total
 
 
-def child(tool: str, src: str, dst: str, external: bool, pipeline: str = "fold") -> None:
+THEIR_FOLD_LIMIT = 1536 << 20
+"""--their-policy: onnxsim's default cap on a folded tensor (1.5 GB)."""
+
+
+def child(
+    tool: str, src: str, dst: str, external: bool, pipeline: str = "fold", *, their: bool = False
+) -> None:
     """Load ``src``, fold/simplify it, save it to ``dst`` once with ``tool``; print time, RSS
     and the tool's own notes as JSON."""
     if tool == "onnxforge":
         import onnxforge.io
         import onnxforge.kernels._reference  # imported on first use otherwise (onnx.reference)
         import onnxforge.shape_infer._onnx_fallback
-        from onnxforge._optimize import optimize_model
+        from onnxforge._optimize import OptimizeOptions, optimize_model, pin_input_defaults
         from onnxforge.passes import fold_pipeline
     elif tool == "onnxsim":
         import onnx
@@ -129,13 +135,17 @@ def child(tool: str, src: str, dst: str, external: bool, pipeline: str = "fold")
         if tool == "onnxforge":
             model = onnxforge.io.load(src)
             parts = []
+            limit = {"limit_bytes": THEIR_FOLD_LIMIT} if their else {}
+            if their:  # what onnxsim and onnxslim do by default
+                pin_input_defaults(model)
             if pipeline == "optimize":  # what `onnxforge optimize` runs
-                report = optimize_model(model)
+                options = OptimizeOptions(fold_limit=limit.get("limit_bytes"))
+                report = optimize_model(model, options)
                 for row in report.rows:
                     if row.pass_name.startswith("  ") and row.ops_after != row.ops_before:
                         parts.append(f"{row.pass_name.strip()} {row.ops_before - row.ops_after}")
             else:
-                manager = fold_pipeline()  # what `onnxforge fold` runs: fold, then dead code
+                manager = fold_pipeline(**limit)  # `onnxforge fold`: fold, then dead code
                 manager.run(model)
                 for p in manager.results:
                     prefix = "" if p is manager.results[0] else "dead code: "
@@ -286,6 +296,7 @@ def measure(
     limit: int,
     work: Path,
     pipeline: str = "fold",
+    their: bool = False,
 ) -> tuple[Result, Path | None]:
     """Run ``repeat`` fresh child processes, each in its own directory (its working directory:
     the tools may leave files there); keep the last run's output for the checks."""
@@ -300,6 +311,7 @@ def measure(
         dst = run_dir / "out" / "m.onnx"
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", tool, str(case.path)]
         cmd += [str(dst), "--pipeline", pipeline] + (["--external"] if case.external else [])
+        cmd += ["--their-policy"] if their else []
         try:
             done = subprocess.run(
                 cmd,
@@ -656,13 +668,20 @@ def main(argv: list[str] | None = None) -> int:
         help="what onnxforge runs: `fold` (default; results/fold.md) or `optimize` "
         "(results/optimize.md)",
     )
+    parser.add_argument(
+        "--their-policy",
+        action="store_true",
+        help="run onnxforge with onnxsim's defaults: initializers listed as graph inputs are "
+        "constants (--pin-defaults) and folds up to 1.5 GB (default results file: "
+        "results/<pipeline>-their-policy.md)",
+    )
     parser.add_argument("--child", nargs=3, metavar=("TOOL", "SRC", "DST"), help=argparse.SUPPRESS)
     parser.add_argument("--external", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--check", nargs="+", metavar="MODEL", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         tool, src, dst = args.child
-        child(tool, src, dst, args.external, args.pipeline)
+        child(tool, src, dst, args.external, args.pipeline, their=args.their_policy)
         return 0
     if args.check:
         check(args.check[0], args.check[1:])
@@ -693,6 +712,7 @@ def main(argv: list[str] | None = None) -> int:
                     limit=limit,
                     work=work,
                     pipeline=args.pipeline,
+                    their=args.their_policy,
                 )
                 results[tool] = result
                 if kept is not None:
@@ -759,8 +779,15 @@ def main(argv: list[str] | None = None) -> int:
             "fixed point, then infer-shapes) + `onnxforge.io.save`. "
             + notes[0][notes[0].index("onnxsim:") :]
         )
+    if args.their_policy:
+        notes[0] = (
+            "onnxforge with onnxsim's defaults (--their-policy): `pin_input_defaults` (the "
+            "initializers IR < 4 lists as graph inputs become constants, as onnxsim and onnxslim "
+            "make them) and a fold limit of 1.5 GB. " + notes[0]
+        )
     report = table(rows, notes, args.pipeline)
-    args.out = args.out or DEFAULT_OUT.with_name(f"{args.pipeline}.md")
+    suffix = "-their-policy" if args.their_policy else ""
+    args.out = args.out or DEFAULT_OUT.with_name(f"{args.pipeline}{suffix}.md")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)
     print(report)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "MAX_LINE",
+    "PIN_DEFAULTS_HELP",
     "app",
     "check_output",
     "clip",
@@ -29,6 +30,13 @@ from onnxforge._validate import validate
 from onnxforge.errors import InvalidModelError, OnnxForgeError
 from onnxforge.io import data_files, load
 from onnxforge.ir import Model
+
+PIN_DEFAULTS_HELP = (
+    "Treat initializers listed as graph inputs (every one in IR < 4 models) as constants, so "
+    "they fold: they stop being inputs a caller may override, and ir_version becomes 4. "
+    "onnxsim and onnxslim do this without asking."
+)
+"""fold's and optimize's --pin-defaults."""
 
 app = typer.Typer(
     no_args_is_help=True,

@@ -26,6 +26,7 @@ from onnxforge._optimize import (
     parse_input_shape,
 )
 from onnxforge.cli._app import (
+    PIN_DEFAULTS_HELP,
     app,
     check_output,
     clip,
@@ -99,6 +100,10 @@ def optimize(
         bool,
         typer.Option(help="Write every inferred type as value_info (default: the interface's)."),
     ] = False,
+    pin_defaults: Annotated[
+        bool,
+        typer.Option(help=PIN_DEFAULTS_HELP),
+    ] = False,
     report: Annotated[
         Path | None, typer.Option("--json", help="Write the report as JSON to this file.")
     ] = None,
@@ -131,6 +136,7 @@ def optimize(
             verify_each=verify_each,
             allow_cast=allow_cast,
             value_info=value_info,
+            pin_defaults=pin_defaults,
         )
         _unknown_passes(options)
         loaded = load_valid(model)

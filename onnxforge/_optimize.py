@@ -13,6 +13,7 @@ __all__ = [
     "optimize",
     "optimize_model",
     "parse_input_shape",
+    "pin_input_defaults",
     "pipeline",
 ]
 
@@ -43,6 +44,7 @@ class OptimizeOptions:
     verify_each: bool = False
     allow_cast: bool = False
     value_info: bool = False  # write every inferred type, not just the interface's
+    pin_defaults: bool = False  # initializers listed as graph inputs become constants
 
 
 def parse_input_shape(text: str) -> tuple[str, list[int]]:
@@ -88,6 +90,19 @@ def fix_input_shapes(model: Model, shapes: Mapping[str, Sequence[int]]) -> None:
         value.type = TensorType(t.dtype, tuple(int(d) for d in dims))
 
 
+def pin_input_defaults(model: Model) -> int:
+    """Make the initializers listed as graph inputs (every one, in IR < 4 models) plain
+    constants, so folding may use them: they leave the graph's inputs, a caller can no longer
+    override them, and ir_version becomes at least 4 (which lets initializers be unlisted).
+    onnxsim and onnxslim do this silently; here only when asked. Returns how many."""
+    graph = model.graph
+    pinned = [v for v in graph.inputs if v.const is not None]
+    if pinned:
+        graph.inputs = [v for v in graph.inputs if v.const is None]
+        model.ir_version = max(model.ir_version, 4)
+    return len(pinned)
+
+
 def pipeline(options: OptimizeOptions) -> Any:
     """The PassManager `optimize` runs for these options."""
     from onnxforge import passes  # noqa: PLC0415  (passes import the core)
@@ -118,6 +133,8 @@ def optimize_model(model: Model, options: OptimizeOptions | None = None) -> Any:
     models by a quarter) unless ``options.value_info``.
     """
     options = options or OptimizeOptions()
+    if options.pin_defaults:
+        pin_input_defaults(model)
     if options.input_shapes:
         fix_input_shapes(model, options.input_shapes)
     declared = {v for g in model.graphs() for v in g.values() if v.type is not None}
@@ -156,6 +173,7 @@ def optimize(
     skip: Collection[str] = (),
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     allow_cast: bool = False,
+    pin_defaults: bool = False,
 ) -> Any:
     """Optimize a model (an onnx.ModelProto, a path, or a Model, which is changed in place)
     and return an onnx.ModelProto: what `onnxforge optimize` does, for converters that call
@@ -168,6 +186,7 @@ def optimize(
         skip=skip,
         input_shapes=dict(input_shapes or {}),
         allow_cast=allow_cast,
+        pin_defaults=pin_defaults,
     )
     optimize_model(model, options)
     return _proto(model)
@@ -193,11 +212,13 @@ def convert(model_or_path: Any, opset: int, *, allow_cast: bool = False) -> Any:
     return _proto(model)
 
 
-def fold(model_or_path: Any, *, fold_limit: int | None = None) -> Any:
+def fold(model_or_path: Any, *, fold_limit: int | None = None, pin_defaults: bool = False) -> Any:
     """The model with constants folded and what folding left unread removed (ModelProto)."""
     from onnxforge.passes import fold_pipeline  # noqa: PLC0415
 
     model = _model(model_or_path)
+    if pin_defaults:
+        pin_input_defaults(model)
     limit = {} if fold_limit is None else {"limit_bytes": fold_limit}
     fold_pipeline(**limit).run(model)
     return _proto(model)

@@ -4,6 +4,7 @@ the element types a type constraint allows."""
 from __future__ import annotations
 
 __all__ = [
+    "REDUCE_OPS",
     "SchemaChange",
     "SchemaShape",
     "allowed_types",
@@ -29,6 +30,21 @@ import onnx
 from onnx import defs
 
 from onnxforge.errors import OnnxForgeError
+
+REDUCE_OPS = (
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceMax",
+    "ReduceMean",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceSum",
+    "ReduceSumSquare",
+)
+"""The reductions: one schema shape (keepdims; axes an attribute, then an input: ReduceSum
+from 13, the others from 18)."""
 
 
 def _domain(domain: str) -> str:

@@ -10,6 +10,7 @@ __all__ = [
     "EliminateIdentityPass",
     "FixedPoint",
     "FuseBatchNormIntoConvPass",
+    "FuseMulIntoConvPass",
     "InferShapesPass",
     "Instrument",
     "FuseBiasAddPass",
@@ -45,7 +46,10 @@ from onnxforge.passes.eliminate_common_subexpressions import EliminateCommonSube
 from onnxforge.passes.eliminate_dead_code import EliminateDeadCodePass
 from onnxforge.passes.eliminate_identity import EliminateIdentityPass
 from onnxforge.passes.fold_constants import DEFAULT_FOLD_LIMIT, FoldConstantsPass
-from onnxforge.passes.fuse_batchnorm_into_conv import FuseBatchNormIntoConvPass
+from onnxforge.passes.fuse_batchnorm_into_conv import (
+    FuseBatchNormIntoConvPass,
+    FuseMulIntoConvPass,
+)
 from onnxforge.passes.fuse_bias_add import FuseBiasAddPass
 from onnxforge.passes.fuse_matmul_add import FuseMatMulAddPass
 from onnxforge.passes.infer_shapes import InferShapesPass
@@ -77,6 +81,7 @@ def cleanup_passes() -> list[Pass]:
         SimplifyShapeOpsPass(),
         SinkShapeOpsPass(),
         FuseBatchNormIntoConvPass(),
+        FuseMulIntoConvPass(),
         FuseBiasAddPass(),
         MergeParallelMatMulsPass(),
         FuseMatMulAddPass(),

@@ -1,9 +1,10 @@
-"""fuse-batchnorm-into-conv: an inference BatchNormalization after a Conv or ConvTranspose
-with constant weights becomes part of the weights and bias."""
+"""fuse-batchnorm-into-conv and fuse-mul-into-conv: an inference BatchNormalization, or a Mul
+by a per-channel constant, after a Conv or ConvTranspose with constant weights becomes part of
+the weights and bias (a per-channel Add after it is fuse-bias-add's)."""
 
 from __future__ import annotations
 
-__all__ = ["FuseBatchNormIntoConvPass", "replace_weight"]
+__all__ = ["FuseBatchNormIntoConvPass", "FuseMulIntoConvPass", "replace_weight"]
 
 import logging
 from typing import ClassVar
@@ -88,17 +89,88 @@ class FuseBatchNormIntoConvPass(Pass):
         s = scale.astype(np.float64) / np.sqrt(
             var.astype(np.float64) + float(bn.attr("epsilon", 1e-5))
         )
-        weights = w.astype(np.float64)
-        if conv.op_type == "Conv":
-            weights = weights * s.reshape((channels,) + (1,) * (w.ndim - 1))
-        else:  # [C_in, M/group, k...]: output channel g*(M/group)+j scales W[group g][:, j]
-            grouped = weights.reshape((group, w.shape[0] // group) + w.shape[1:])
-            factor = s.reshape((group, 1, w.shape[1]) + (1,) * (w.ndim - 2))
-            weights = (grouped * factor).reshape(w.shape)
         fused_bias = (bias.astype(np.float64) - mean) * s + beta
-        replace_weight(graph, conv, 1, weights.astype(w.dtype))
+        replace_weight(graph, conv, 1, _scaled(conv, w, s).astype(w.dtype))
         replace_weight(graph, conv, 2, fused_bias.astype(w.dtype), base=f"{y.name}_bias")
         return bypass(graph, bn, y)  # y is read by bn alone: always case 1 or 2
+
+
+@register_pass
+class FuseMulIntoConvPass(Pass):
+    """Fold ``y = Mul(Conv(x, W, b), S)`` (either operand order) into the Conv: ``W' = W * s``
+    along the output-channel axis and ``b' = b * s``, in float64 cast to W's dtype, where S
+    is a constant scalar or per-output-channel tensor (every dim 1 but the channel one,
+    broadcasting against the Conv's output). The zoo's Caffe2 exports scale channels this
+    way; onnxsim and onnxslim fuse it too.
+
+    Fused when W (and b, if given) are constants, the Conv's output is read by the Mul alone
+    and W by the Conv alone.
+    """
+
+    name: ClassVar[str] = "fuse-mul-into-conv"
+
+    def call(self, model: Model) -> PassResult:
+        result = PassResult(model)
+        for graph, opset in graphs_with_opset(model):
+            for op in graph.topo_order():
+                if op.op_type == "Mul" and op._graph is graph and since(op, opset) is not None:
+                    label = node_label(op)
+                    if any(self._fuse(graph, op, port) for port in (0, 1)):
+                        result.note("fused", label)
+        refresh_captures(model)
+        result.modified = bool(result.stats)
+        return result
+
+    def _fuse(self, graph: Graph, mul: Op, port: int) -> bool:
+        if mul.domain not in STANDARD_DOMAINS or len(mul._inputs) != 2:
+            return False
+        y, factor = mul._inputs[port], constant(mul._inputs[1 - port])
+        conv = graph.producer(y) if y is not None else None
+        if y is None or factor is None or conv is None:
+            return False
+        if conv.op_type not in ("Conv", "ConvTranspose") or conv.domain not in STANDARD_DOMAINS:
+            return False
+        if not only_reader(graph, y, mul) or not only_reader(graph, conv._inputs[1], conv):
+            return False
+        w = constant(conv._inputs[1])
+        if w is None or w.dtype.char not in FLOATS or w.ndim < 3 or factor.dtype != w.dtype:
+            return False
+        group = int(conv.attr("group", 1))
+        channels = w.shape[0] if conv.op_type == "Conv" else w.shape[1] * group
+        s = _per_channel(factor, w.ndim, channels)
+        bias_value = conv._inputs[2] if len(conv._inputs) > 2 else None
+        bias = constant(bias_value) if bias_value is not None else None
+        if s is None or (bias_value is not None and (bias is None or bias.shape != (channels,))):
+            return False
+        replace_weight(graph, conv, 1, _scaled(conv, w, s).astype(w.dtype))
+        if bias is not None:
+            fused_bias = bias.astype(np.float64) * s
+            replace_weight(graph, conv, 2, fused_bias.astype(w.dtype), base=f"{y.name}_bias")
+        return bypass(graph, mul, y)
+
+
+def _per_channel(factor: np.ndarray, rank: int, channels: int) -> np.ndarray | None:
+    """``factor`` as one float64 per output channel, when it broadcasts against a Conv output
+    of ``rank`` dims as a scalar or along the channel axis alone; else None (the Mul would
+    change the output's shape or scale along other axes)."""
+    if factor.ndim > rank:
+        return None
+    shape = (1,) * (rank - factor.ndim) + factor.shape
+    if any(d != 1 for i, d in enumerate(shape) if i != 1) or shape[1] not in (1, channels):
+        return None
+    return np.broadcast_to(factor.reshape(-1).astype(np.float64), (channels,)).copy()
+
+
+def _scaled(conv: Op, w: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """W (in float64) with output channel c scaled by ``s[c]``: axis 0 for Conv; for
+    ConvTranspose ([C_in, M/group, k...]) channel g*(M/group)+j scales W[group g][:, j]."""
+    weights = w.astype(np.float64)
+    if conv.op_type == "Conv":
+        return weights * s.reshape((s.shape[0],) + (1,) * (w.ndim - 1))
+    group = int(conv.attr("group", 1))
+    grouped = weights.reshape((group, w.shape[0] // group) + w.shape[1:])
+    factor = s.reshape((group, 1, w.shape[1]) + (1,) * (w.ndim - 2))
+    return (grouped * factor).reshape(w.shape)
 
 
 def _inference(bn: Op, version: int) -> bool:

@@ -28,18 +28,6 @@ _NEGATIVE_AXES = (
     "negative axes accepted (counting from the back); going down they must be made "
     "non-negative from the known rank"
 )
-_REDUCE = (
-    "ReduceL1",
-    "ReduceL2",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-    "ReduceMax",
-    "ReduceMean",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceSum",
-    "ReduceSumSquare",
-)
 _LEGACY_BROADCAST = (
     "Add",
     "Sub",
@@ -114,7 +102,7 @@ SEMANTIC_DOWN: frozenset[tuple[str, int]] = frozenset(
                 "Squeeze",
                 "Unsqueeze",
                 "TopK",
-                *_REDUCE,
+                *schemas.REDUCE_OPS,
             )
         ),
         # multidirectional broadcasting of the inputs, from 8 (same shapes before)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 __all__ = ["reduce_11_10", "reduce_axes_down", "reduce_axes_up"]
 
+from onnxforge import opset as schemas
 from onnxforge.ir import Graph, Op
 from onnxforge.passes.convert._build import (
     axes_attribute_to_input,
@@ -17,21 +18,11 @@ from onnxforge.passes.convert._build import (
 )
 from onnxforge.passes.convert._registry import ConvertContext, adapter
 
-REDUCE_OPS = (
-    "ReduceL1",
-    "ReduceL2",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-    "ReduceMax",
-    "ReduceMean",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceSumSquare",
-)
+AXES_INPUT_AT_18 = tuple(op for op in schemas.REDUCE_OPS if op != "ReduceSum")
 
 
 @adapter("ReduceSum", 12, 13)
-@adapter(REDUCE_OPS, 17, 18)
+@adapter(AXES_INPUT_AT_18, 17, 18)
 def reduce_axes_up(op: Op, graph: Graph, ctx: ConvertContext) -> None:
     """The axes attribute becomes an int64 input; no axes (reduce all) stays no input."""
     if op.attr("axes") is not None and len(op.attr("axes")) == 0:
@@ -41,7 +32,7 @@ def reduce_axes_up(op: Op, graph: Graph, ctx: ConvertContext) -> None:
 
 
 @adapter("ReduceSum", 13, 12)
-@adapter(REDUCE_OPS, 18, 17)
+@adapter(AXES_INPUT_AT_18, 18, 17)
 def reduce_axes_down(op: Op, graph: Graph, ctx: ConvertContext) -> None:
     """A constant axes input becomes the attribute. noop_with_empty_axes=1 with no (or empty)
     axes is the identity: the node becomes an Identity."""
@@ -59,7 +50,7 @@ def reduce_axes_down(op: Op, graph: Graph, ctx: ConvertContext) -> None:
     finish(op, graph, ctx)
 
 
-@adapter((*REDUCE_OPS, "ReduceSum"), 11, 10)
+@adapter(schemas.REDUCE_OPS, 11, 10)
 def reduce_11_10(op: Op, graph: Graph, ctx: ConvertContext) -> None:
     """Negative axes are counted from the back only from 11: made non-negative by the rank."""
     axes = op.attr("axes")

@@ -10,23 +10,11 @@ __all__: list[str] = []
 from collections.abc import Sequence
 
 from onnxforge.ir import Dim, DType, Op, SparseTensor, Tensor, TensorType, constant_tensor
-from onnxforge.opset import schema_versions
+from onnxforge.opset import REDUCE_OPS, schema_versions
 from onnxforge.shape_infer.engine import InferContext, shape_rule
 
 Inputs = Sequence[TensorType | None]
 
-REDUCE_OPS = (
-    "ReduceL1",
-    "ReduceL2",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-    "ReduceMax",
-    "ReduceMean",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceSum",
-    "ReduceSumSquare",
-)
 POOL_OPS = ("MaxPool", "AveragePool", "LpPool")
 GLOBAL_POOL_OPS = ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
 

@@ -135,3 +135,28 @@ def test_large_model_optimizes_and_checks_in_bounded_memory(
     assert peak < 1.5 * size, f"peak {peak / (1 << 30):.2f} GiB for {size / (1 << 30):.2f} GiB"
     written = sum(f.stat().st_size for f in out_dir.iterdir() if f.is_file())
     assert written <= 1.01 * size
+
+
+def test_pinned_defaults_let_zoo_weights_fold(tmp_path: Path) -> None:
+    """--pin-defaults with a fold limit past the weights: the IR-3 zoo model's weights,
+    made by ConstantOfShape from shapes that are overridable inputs, are materialized as
+    onnxsim does, and the result still computes the same."""
+    source = next(p for p in LIGHT_MODELS if p.stem == "light_squeezenet")
+    out = tmp_path / "pinned.onnx"
+    args = _args(source, out, None) + ["--pin-defaults", "--fold-limit", "64M"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert CHECKED in result.stdout
+    before, after = onnx.load(source), onnx.load(out)
+    onnx.checker.check_model(after, full_check=True)
+    assert before.ir_version < 4 <= after.ir_version
+    assert len(before.graph.input) > 1 and [i.name for i in after.graph.input] == [
+        i.name
+        for i in before.graph.input
+        if i.name not in {t.name for t in before.graph.initializer}
+    ]
+    kinds = [n.op_type for n in after.graph.node]
+    assert "ConstantOfShape" not in kinds and len(kinds) < len(before.graph.node)
+    plain = tmp_path / "plain.onnx"
+    assert runner.invoke(app, _args(source, plain, None)).exit_code == 0
+    assert "ConstantOfShape" in [n.op_type for n in onnx.load(plain).graph.node]

@@ -69,7 +69,7 @@ def test_a_failure_names_the_pass_and_the_iteration() -> None:
 def test_cleanup_passes_end_with_dead_code_elimination() -> None:
     names = [p.name for p in cleanup_passes()]
     assert names[-1] == "eliminate-dead-code"
-    assert len(set(names)) == len(names) == 10
+    assert len(set(names)) == len(names) == 11
 
 
 def test_cleanup_reaches_a_fixed_point_where_each_pass_feeds_the_next() -> None:
