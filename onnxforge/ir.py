@@ -380,6 +380,7 @@ class Graph:
         self.parent = parent
         self.owner: Op | None = None
         self._ops: dict[Op, None] = {}
+        self._holders: list[Op] | None = None  # ops holding subgraphs; None: not yet known
         self._source: Any = None
         self._names: set[str] | None = None  # fresh_name's record of the model's names
 
@@ -484,6 +485,7 @@ class Graph:
         op._inputs = inputs
         op._outputs = outputs
         self._ops[op] = None
+        self._holders = None
         self.nx.add_node(op)
         for port, value in enumerate(inputs):
             if value is not None:
@@ -528,6 +530,7 @@ class Graph:
                 self.nx.remove_node(value)
         self.nx.remove_node(op)
         del self._ops[op]
+        self._holders = None
         op._graph = None
 
     def make_constant(self, op: Op, tensors: Sequence[Tensor | None]) -> None:
@@ -539,6 +542,7 @@ class Graph:
                 raise OnnxForgeError(f"{op.describe()}: output {value.name!r} is used")
         self.nx.remove_node(op)
         del self._ops[op]
+        self._holders = None
         op._graph = None
         for value, tensor in zip(outputs, list(tensors) + [None] * len(outputs), strict=False):
             if value is None:
@@ -567,6 +571,7 @@ class Graph:
         """
         self.nx.remove_node(op)
         del self._ops[op]
+        self._holders = None
         op._graph = None
         root: Graph = self
         while root.parent is not None:
@@ -843,14 +848,15 @@ def walk_graphs(graph: Graph) -> Iterator[Graph]:
     while stack:
         current = stack.pop()
         yield current
-        subs: list[Graph] = []
-        for op in current._ops:  # Op.subgraphs inlined: passes walk every op many times
-            for value in op.attrs.values():
-                if isinstance(value, Graph):
-                    subs.append(value)
-                elif isinstance(value, list) and value and isinstance(value[0], Graph):
-                    subs.extend(g for g in value if isinstance(g, Graph))
-        stack.extend(reversed(subs))
+        stack.extend(reversed([sub for op in _holders(current) for sub in op.subgraphs()]))
+
+
+def _holders(graph: Graph) -> list[Op]:
+    """The ops of ``graph`` that hold subgraphs, kept until an op is added or removed: passes
+    walk every graph many times, and graph attributes are set only when an op is made."""
+    if graph._holders is None:
+        graph._holders = [op for op in graph._ops if any(True for _ in op.subgraphs())]
+    return graph._holders
 
 
 def constant_tensor(op: Op) -> Tensor | None:

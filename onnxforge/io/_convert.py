@@ -338,6 +338,7 @@ class _Reader:
             op._outputs = outputs
             b.nodes.append(op)
             g._ops[op] = None
+            g._holders = None
             for port, value in enumerate(outputs):
                 if value is not None:
                     b.edges.append((op, value, port))

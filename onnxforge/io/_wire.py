@@ -75,9 +75,12 @@ class _Field:
     end: int  # one past the last byte
 
 
-def _fields(buf: memoryview, pos: int, end: int) -> list[_Field]:
+def _fields(buf: memoryview, pos: int, end: int, limit: int | None = None) -> list[_Field] | None:
+    """The fields of the message in ``buf[pos:end]``; None once there are more than ``limit``."""
     fields = []
     while pos < end:
+        if limit is not None and len(fields) > limit:
+            return None
         start = pos
         key, pos = _varint(buf, pos, end)
         number, wire_type = key >> 3, key & 7
@@ -101,29 +104,37 @@ def _fields(buf: memoryview, pos: int, end: int) -> list[_Field]:
     return fields
 
 
-def split_weights(buf: memoryview) -> tuple[bytes, list[tuple[int, int] | None]]:
+def split_weights(
+    buf: memoryview, *, max_graph_fields: int | None = None
+) -> tuple[bytes | memoryview, list[tuple[int, int] | None]]:
     """Cut the raw_data of the main graph's initializers out of a serialized ModelProto.
 
     Returns the skeleton and, per initializer in order, the (offset, length) of its raw_data
     in ``buf`` or None. Raises WireError on malformed input; a model whose graph field appears
-    more than once (legal but never written by exporters) comes back whole, with no spans.
+    more than once (legal but never written by exporters), or whose graph has more than
+    ``max_graph_fields`` fields (scanning them in Python would cost more than the split
+    saves), comes back whole, with no spans.
     """
     end = len(buf)
     top = _fields(buf, 0, end)
+    assert top is not None
     graphs = [f for f in top if f.number == _MODEL_GRAPH]
     if len(graphs) != 1:
         return bytes(buf), []
     graph = graphs[0]
+    graph_fields = _fields(buf, graph.data, graph.end, max_graph_fields)
+    if graph_fields is None:
+        return buf, []
     pieces: list[bytes | memoryview] = []
     spans: list[tuple[int, int] | None] = []
     copied = graph.data  # graph payload copied up to here
-    for f in _fields(buf, graph.data, graph.end):
+    for f in graph_fields:
         if f.number != _GRAPH_INITIALIZER:
             continue
         if f.end - f.data < SPLIT_MIN_TENSOR:
             spans.append(None)
             continue
-        raws = [t for t in _fields(buf, f.data, f.end) if t.number == _TENSOR_RAW_DATA]
+        raws = [t for t in _fields(buf, f.data, f.end) or () if t.number == _TENSOR_RAW_DATA]
         if not raws:
             spans.append(None)
             continue

@@ -110,3 +110,45 @@ def test_saving_over_the_input_keeps_the_loaded_weights_valid(tmp_path: Path) ->
     for value in load(source).graph.initializers:
         np.testing.assert_array_equal(value.const.numpy(), before[value.name])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["again.onnx", "m.onnx"]
+
+
+def _weights_model(path: Path, *, tensors: int, elements: int) -> onnx.ModelProto:
+    """A chain of Adds over ``tensors`` float32 initializers of ``elements`` each."""
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal(elements).astype(np.float32), f"w{i}")
+        for i in range(tensors)
+    ]
+    nodes = [
+        onnx.helper.make_node("Add", ["x" if i == 0 else f"a{i - 1}", f"w{i}"], [f"a{i}"])
+        for i in range(tensors)
+    ]
+    graph = onnx.helper.make_graph(
+        nodes,
+        "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [elements])],
+        [onnx.helper.make_tensor_value_info(f"a{tensors - 1}", onnx.TensorProto.FLOAT, None)],
+        inits,
+    )
+    proto = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    onnx.save(proto, path)
+    return proto
+
+
+@pytest.mark.parametrize(
+    ("tensors", "elements", "mapped"),
+    [(8, 1 << 17, True), (4000, 300, False), (4, 1 << 14, False)],
+    ids=["4 MB of weights", "4000 1.2 KB weights", "under 1 MiB"],
+)
+def test_weights_stay_in_the_file_when_the_graph_is_mostly_weights(
+    tmp_path: Path, tensors: int, elements: int, mapped: bool
+) -> None:
+    """Files of 1 to 16 MiB keep their weights mapped when the graph has at most one field per
+    KiB; either way the model round trips unchanged, built or not."""
+    proto = _weights_model(tmp_path / "m.onnx", tensors=tensors, elements=elements)
+    model = load(tmp_path / "m.onnx")
+    assert all((v.const.span is not None) is mapped for v in model.graph.initializers)
+    save(model, tmp_path / "built.onnx")
+    save(load(tmp_path / "m.onnx"), tmp_path / "unbuilt.onnx")
+    assert onnx.load(tmp_path / "built.onnx") == proto
+    assert onnx.load(tmp_path / "unbuilt.onnx") == proto
