@@ -15,9 +15,13 @@ from onnxforge.io import from_proto, to_proto
 from onnxforge.ir import Model
 
 
-def model_from_text(text: str) -> Model:
-    """A Model from ONNX text: ``'<ir_version: 10, opset_import: ["" : 18]> g (...)'``."""
+def model_from_text(text: str, /, **weights: np.ndarray) -> Model:
+    """A Model from ONNX text: ``'<ir_version: 10, opset_import: ["" : 18]> g (...)'``, with
+    ``weights`` added as initializers under their keyword names (checked by onnx's checker)."""
+    from onnx import numpy_helper  # noqa: PLC0415
+
     proto = onnx.parser.parse_model(text)
+    proto.graph.initializer.extend(numpy_helper.from_array(a, n) for n, a in weights.items())
     onnx.checker.check_model(proto)
     return from_proto(proto)
 

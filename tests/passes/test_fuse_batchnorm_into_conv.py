@@ -4,24 +4,14 @@ constant weights folds into them; shared weights, shared outputs and training mo
 from __future__ import annotations
 
 import numpy as np
-import onnx
-import onnx.parser
 import pytest
-from onnx import numpy_helper
 
-from onnxforge.io import from_proto, to_proto
+from onnxforge.io import to_proto
 from onnxforge.ir import Model, verify
 from onnxforge.passes import FuseBatchNormIntoConvPass
-from onnxforge.testing import assert_models_close
+from onnxforge.testing import assert_models_close, model_from_text
 
 RNG = np.random.default_rng(0)
-
-
-def _model(text: str, **weights: np.ndarray) -> Model:
-    proto = onnx.parser.parse_model(text)
-    proto.graph.initializer.extend(numpy_helper.from_array(a, n) for n, a in weights.items())
-    onnx.checker.check_model(proto)
-    return from_proto(proto)
 
 
 def _run(model: Model) -> dict[str, int]:
@@ -49,7 +39,7 @@ def test_batchnorm_after_conv_becomes_its_weights_and_bias(bias: bool) -> None:
     weights = {"w": RNG.standard_normal((4, 3, 3, 3)).astype(np.float32), **_bn(4)}
     if bias:
         weights["b"] = RNG.standard_normal(4).astype(np.float32)
-    model = _model(
+    model = model_from_text(
         '<ir_version: 8, opset_import: ["" : 15]>'
         + f"""
     g (float[N, 3, 6, 6] x) => (float[N, 4, ?, ?] y) {{
@@ -68,7 +58,7 @@ def test_batchnorm_after_conv_becomes_its_weights_and_bias(bias: bool) -> None:
 
 def test_batchnorm_after_a_grouped_conv_transpose_scales_each_group() -> None:
     weights = {"w": RNG.standard_normal((4, 3, 2, 2)).astype(np.float32), **_bn(6)}
-    model = _model(
+    model = model_from_text(
         '<ir_version: 8, opset_import: ["" : 13]>'
         + """
     g (float[1, 4, 5, 5] x) => (float[1, 6, ?, ?] y) {
@@ -86,7 +76,7 @@ def test_batchnorm_after_a_grouped_conv_transpose_scales_each_group() -> None:
 
 def test_a_conv_output_read_elsewhere_or_a_shared_weight_is_not_fused() -> None:
     weights = {"w": RNG.standard_normal((4, 3, 1, 1)).astype(np.float32), **_bn(4)}
-    model = _model(
+    model = model_from_text(
         '<ir_version: 8, opset_import: ["" : 15]>'
         + """
     g (float[1, 3, 4, 4] x) => (float[1, 4, 4, 4] y, float[1, 4, 4, 4] z, float[1, 4, 4, 4] s) {
@@ -106,7 +96,7 @@ def test_a_conv_output_read_elsewhere_or_a_shared_weight_is_not_fused() -> None:
 
 def test_batchnorm_in_training_mode_is_not_fused() -> None:
     weights = {"w": RNG.standard_normal((2, 3, 1, 1)).astype(np.float32), **_bn(2)}
-    model = _model(
+    model = model_from_text(
         '<ir_version: 8, opset_import: ["" : 15]>'
         + """
     g (float[2, 3, 4, 4] x) => (float[2, 2, 4, 4] y) {
@@ -127,5 +117,5 @@ def test_opset_6_batchnorm_needs_is_test() -> None:
         y = BatchNormalization <is_test = {}> (c, scale, beta, mean, var)
     }}"""
     header = '<ir_version: 4, opset_import: ["" : 6]>'
-    assert _run(_model(header + text.format(0), **weights)) == {}
-    assert _run(_model(header + text.format(1), **weights)) == {"fused": 1}
+    assert _run(model_from_text(header + text.format(0), **weights)) == {}
+    assert _run(model_from_text(header + text.format(1), **weights)) == {"fused": 1}

@@ -4,24 +4,14 @@ channel, or that broadcasts into a Gemm's [M, N] result, becomes the bias."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
-import onnx.parser
 import pytest
-from onnx import numpy_helper
 
-from onnxforge.io import from_proto, to_proto
+from onnxforge.io import to_proto
 from onnxforge.ir import Model, verify
 from onnxforge.passes import FuseBiasAddPass
-from onnxforge.testing import assert_models_close
+from onnxforge.testing import assert_models_close, model_from_text
 
 RNG = np.random.default_rng(1)
-
-
-def _model(text: str, **weights: np.ndarray) -> Model:
-    proto = onnx.parser.parse_model(text)
-    proto.graph.initializer.extend(numpy_helper.from_array(a, n) for n, a in weights.items())
-    onnx.checker.check_model(proto)
-    return from_proto(proto)
 
 
 def _run(model: Model) -> dict[str, int]:
@@ -56,7 +46,7 @@ def test_a_per_channel_constant_add_after_conv_becomes_its_bias(
     }
     if bias:
         weights["b"] = RNG.standard_normal(4).astype(np.float32)
-    model = _model(
+    model = model_from_text(
         '<ir_version: 8, opset_import: ["" : 17]>'
         + f"""
     g (float[1, 3, 5, 5] x) => (float[?, ?, ?, ?] y) {{
@@ -78,7 +68,7 @@ def test_a_bias_shared_with_another_conv_is_not_changed() -> None:
         "b": RNG.standard_normal(2).astype(np.float32),
         "c": RNG.standard_normal((2, 1, 1)).astype(np.float32),
     }
-    model = _model(
+    model = model_from_text(
         '<ir_version: 8, opset_import: ["" : 17]>'
         + """
     g (float[1, 2, 3, 3] x) => (float[1, 2, 3, 3] y) {
@@ -111,7 +101,7 @@ def test_a_constant_add_after_gemm_becomes_c(
     gemm: str, c_shape: tuple[int, ...], fused: bool
 ) -> None:
     w = RNG.standard_normal((4, 3)).astype(np.float32)
-    model = _model(
+    model = model_from_text(
         '<ir_version: 8, opset_import: ["" : 13]>'
         + f"""
     g (float[2, 4] a) => (float[?, ?, ?] y) {{

@@ -4,24 +4,14 @@ Gemm; batched MatMuls and Adds that would grow the result are left alone."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
-import onnx.parser
 import pytest
-from onnx import numpy_helper
 
-from onnxforge.io import from_proto, to_proto
+from onnxforge.io import to_proto
 from onnxforge.ir import Model, verify
 from onnxforge.passes import FuseMatMulAddPass
-from onnxforge.testing import assert_models_close, random_feeds
+from onnxforge.testing import assert_models_close, model_from_text, random_feeds
 
 RNG = np.random.default_rng(2)
-
-
-def _model(text: str, **weights: np.ndarray) -> Model:
-    proto = onnx.parser.parse_model(text)
-    proto.graph.initializer.extend(numpy_helper.from_array(a, n) for n, a in weights.items())
-    onnx.checker.check_model(proto)
-    return from_proto(proto)
 
 
 def _run(model: Model) -> dict[str, int]:
@@ -53,7 +43,7 @@ def test_matmul_of_matrices_plus_a_broadcast_add_becomes_gemm(
 ) -> None:
     elem = x.partition("[")[0]
     dtype = {"float": np.float32, "double": np.float64, "float16": np.float16}[elem]
-    model = _model(
+    model = model_from_text(
         '<ir_version: 8, opset_import: ["" : 17]>'
         + f"""
     g ({x} x, {c}) => ({elem}[?, ?, ?] y) {{
@@ -71,7 +61,7 @@ def test_matmul_of_matrices_plus_a_broadcast_add_becomes_gemm(
 
 
 def test_a_matmul_read_twice_is_not_fused() -> None:
-    model = _model(
+    model = model_from_text(
         '<ir_version: 8, opset_import: ["" : 17]>'
         + """
     g (float[2, 4] x) => (float[2, 3] y, float[2, 3] z) {
@@ -87,7 +77,7 @@ def test_a_matmul_read_twice_is_not_fused() -> None:
 
 
 def test_a_linear_layer_inside_a_branch_is_fused_there() -> None:
-    model = _model(
+    model = model_from_text(
         '<ir_version: 8, opset_import: ["" : 17]>'
         + """
     g (bool k, float[2, 4] x) => (float[2, 3] y) {

@@ -5,24 +5,14 @@ weights stay as they are. Differential: onnxruntime on the model before and afte
 from __future__ import annotations
 
 import numpy as np
-import onnx
-import onnx.parser
 import pytest
-from onnx import numpy_helper
 
-from onnxforge.io import from_proto, to_proto
+from onnxforge.io import to_proto
 from onnxforge.ir import Model, verify
 from onnxforge.passes import FuseMulIntoConvPass
-from onnxforge.testing import assert_models_close
+from onnxforge.testing import assert_models_close, model_from_text
 
 RNG = np.random.default_rng(0)
-
-
-def _model(text: str, **weights: np.ndarray) -> Model:
-    proto = onnx.parser.parse_model(text)
-    proto.graph.initializer.extend(numpy_helper.from_array(a, n) for n, a in weights.items())
-    onnx.checker.check_model(proto)
-    return from_proto(proto)
 
 
 def _run(model: Model) -> dict[str, int]:
@@ -36,7 +26,7 @@ def _conv_mul(mul: str, scale: np.ndarray, *, bias: bool = True) -> Model:
     weights = {"w": RNG.standard_normal((4, 3, 3, 3)).astype(np.float32), "s": scale}
     if bias:
         weights["b"] = RNG.standard_normal(4).astype(np.float32)
-    return _model(
+    return model_from_text(
         '<ir_version: 8, opset_import: ["" : 15]>'
         + f"""
     g (float[N, 3, 6, 6] x) => (float[N, 4, ?, ?] y) {{
@@ -73,7 +63,7 @@ def test_a_grouped_conv_transpose_is_scaled_per_output_channel() -> None:
         "w": RNG.standard_normal((4, 3, 2, 2)).astype(np.float32),
         "s": RNG.uniform(0.5, 2, (6, 1, 1)).astype(np.float32),
     }
-    model = _model(
+    model = model_from_text(
         '<ir_version: 8, opset_import: ["" : 13]>'
         + """
     g (float[1, 4, 5, 5] x) => (float[1, 6, ?, ?] y) {
@@ -93,7 +83,7 @@ def test_a_conv_output_read_twice_or_a_shared_weight_is_left_alone() -> None:
         "w": RNG.standard_normal((4, 3, 3, 3)).astype(np.float32),
         "s": RNG.uniform(0.5, 2, (4, 1, 1)).astype(np.float32),
     }
-    model = _model(
+    model = model_from_text(
         '<ir_version: 8, opset_import: ["" : 15]>'
         + """
     g (float[1, 3, 6, 6] x) => (float[1, 4, ?, ?] y, float[1, 4, ?, ?] z) {
@@ -104,7 +94,7 @@ def test_a_conv_output_read_twice_or_a_shared_weight_is_left_alone() -> None:
         **weights,
     )
     assert _run(model) == {}
-    shared = _model(
+    shared = model_from_text(
         '<ir_version: 8, opset_import: ["" : 15]>'
         + """
     g (float[1, 3, 6, 6] x) => (float[1, 4, ?, ?] y, float[1, 4, ?, ?] z) {
@@ -118,7 +108,7 @@ def test_a_conv_output_read_twice_or_a_shared_weight_is_left_alone() -> None:
 
 
 def test_a_runtime_scale_is_left_alone() -> None:
-    model = _model(
+    model = model_from_text(
         '<ir_version: 8, opset_import: ["" : 15]>'
         + """
     g (float[1, 3, 6, 6] x, float[4, 1, 1] s) => (float[1, 4, ?, ?] y) {

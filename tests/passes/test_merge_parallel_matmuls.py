@@ -13,16 +13,13 @@ from onnx import numpy_helper
 from onnxforge.io import from_proto, to_proto
 from onnxforge.ir import Model, verify
 from onnxforge.passes import MergeParallelMatMulsPass
-from onnxforge.testing import assert_models_close, random_feeds
+from onnxforge.testing import assert_models_close, model_from_text, random_feeds
 
 RNG = np.random.default_rng(3)
 
 
 def _model(text: str, opset: int = 18, **weights: np.ndarray) -> Model:
-    proto = onnx.parser.parse_model(f'<ir_version: 8, opset_import: ["" : {opset}]>' + text)
-    proto.graph.initializer.extend(numpy_helper.from_array(a, n) for n, a in weights.items())
-    onnx.checker.check_model(proto)
-    return from_proto(proto)
+    return model_from_text(f'<ir_version: 8, opset_import: ["" : {opset}]>' + text, **weights)
 
 
 def _run(model: Model) -> dict[str, int]:

@@ -4,23 +4,13 @@ what their absence means; non-zero ones and required inputs stay."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
-import onnx.parser
-from onnx import numpy_helper
 
-from onnxforge.io import from_proto, to_proto
+from onnxforge.io import to_proto
 from onnxforge.ir import Model, verify
 from onnxforge.passes import EliminateDeadCodePass, RemoveDefaultInputsPass
-from onnxforge.testing import assert_models_close, random_feeds
+from onnxforge.testing import assert_models_close, model_from_text, random_feeds
 
 RNG = np.random.default_rng(3)
-
-
-def _model(text: str, **weights: np.ndarray) -> Model:
-    proto = onnx.parser.parse_model(text)
-    proto.graph.initializer.extend(numpy_helper.from_array(a, n) for n, a in weights.items())
-    onnx.checker.check_model(proto)
-    return from_proto(proto)
 
 
 def _run(model: Model) -> dict[str, int]:
@@ -32,7 +22,7 @@ def _run(model: Model) -> dict[str, int]:
 
 
 def test_an_lstm_zero_state_made_from_the_batch_size_is_omitted() -> None:
-    model = _model(
+    model = model_from_text(
         '<ir_version: 8, opset_import: ["" : 14]>'
         + """
     g (float[T, N, 3] x) => (float[T, 1, N, 4] y) {
@@ -58,7 +48,7 @@ def test_an_lstm_zero_state_made_from_the_batch_size_is_omitted() -> None:
 
 
 def test_a_zero_conv_bias_goes_and_a_nonzero_one_stays() -> None:
-    model = _model(
+    model = model_from_text(
         '<ir_version: 8, opset_import: ["" : 17]>'
         + """
     g (float[1, 2, 4, 4] x) => (float[1, 2, 4, 4] y) {
@@ -79,9 +69,9 @@ def test_a_zero_gemm_c_goes_from_opset_11_only() -> None:
     text = """
     g (float[2, 3] a) => (float[2, 4] y) {{ y = Gemm <beta = 2.0> (a, w, c) }}"""
     weights = {"w": RNG.standard_normal((3, 4)).astype(np.float32), "c": np.zeros(4, np.float32)}
-    old = _model('<ir_version: 4, opset_import: ["" : 9]>' + text.format(), **weights)
+    old = model_from_text('<ir_version: 4, opset_import: ["" : 9]>' + text.format(), **weights)
     assert _run(old) == {}
-    new = _model('<ir_version: 8, opset_import: ["" : 13]>' + text.format(), **weights)
+    new = model_from_text('<ir_version: 8, opset_import: ["" : 13]>' + text.format(), **weights)
     before = to_proto(new)
     assert _run(new) == {"inputs_removed": 1}
     assert_models_close(before, new)
