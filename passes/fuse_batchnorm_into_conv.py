@@ -103,8 +103,9 @@ class FuseMulIntoConvPass(Pass):
     broadcasting against the Conv's output). The zoo's Caffe2 exports scale channels this
     way; onnxsim and onnxslim fuse it too.
 
-    Fused when W (and b, if given) are constants, the Conv's output is read by the Mul alone
-    and W by the Conv alone.
+    Fused when the Mul broadcasts numpy-style (version 7 on; Mul-1/6 align S at ``axis``), W
+    (and b, if given) are constants, the Conv's output is read by the Mul alone and W by the
+    Conv alone.
     """
 
     name: ClassVar[str] = "fuse-mul-into-conv"
@@ -113,7 +114,8 @@ class FuseMulIntoConvPass(Pass):
         result = PassResult(model)
         for graph, opset in graphs_with_opset(model):
             for op in graph.topo_order():
-                if op.op_type == "Mul" and op._graph is graph and since(op, opset) is not None:
+                # Mul-1/6 align S at `axis`, not at the back: only numpy broadcasting (7+)
+                if op.op_type == "Mul" and op._graph is graph and (since(op, opset) or 0) >= 7:
                     label = node_label(op)
                     if any(self._fuse(graph, op, port) for port in (0, 1)):
                         result.note("fused", label)

@@ -118,3 +118,19 @@ def test_a_runtime_scale_is_left_alone() -> None:
         w=RNG.standard_normal((4, 3, 3, 3)).astype(np.float32),
     )
     assert _run(model) == {}
+
+
+def test_a_legacy_broadcast_mul_is_left_alone() -> None:
+    """Mul-6 with broadcast=1 aligns S at ``axis``: (4, 1, 1) at axis 0 scales the batch, not
+    the channels, so only numpy-broadcasting versions (7+) are fused."""
+    model = model_from_text(
+        '<ir_version: 4, opset_import: ["" : 6]>'
+        + """
+    g (float[4, 3, 6, 6] x) => (float[4, 4, 4, 4] y) {
+        c = Conv(x, w)
+        y = Mul <broadcast = 1, axis = 0> (c, s)
+    }""",
+        w=RNG.standard_normal((4, 3, 3, 3)).astype(np.float32),
+        s=RNG.uniform(0.5, 2, (4, 1, 1)).astype(np.float32),
+    )
+    assert _run(model) == {}
