@@ -16,9 +16,11 @@ __all__ = [
     "GRAPH_CASES",
     "LARGE_CASES",
     "SHAPE_CASES",
+    "WEIGHT",
     "corrupted",
     "field_bytes",
     "nested_if_bytes",
+    "weighted_model",
     "zoo_models",
 ]
 
@@ -59,6 +61,24 @@ def _model(
     )
     model.ir_version = 8
     return model
+
+
+WEIGHT = np.arange(4096, dtype=np.float32).reshape(64, 64)
+"""The one weight of ``weighted_model``: 16 KiB, enough to go to external data."""
+
+
+def weighted_model(*, relu: bool = False) -> onnx.ModelProto:
+    """A valid model ``y = x + w`` (then Relu, with ``relu``; something for fold to keep) over
+    the 64x64 WEIGHT: what the path and safe-output tests load, save and point elsewhere."""
+    nodes = [helper.make_node("Add", ["x", "w"], ["s" if relu else "y"])]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["s"], ["y"]))
+    return _model(
+        nodes,
+        [_vi("x", F, [64, 64])],
+        [_vi("y", F, [64, 64])],
+        [numpy_helper.from_array(WEIGHT, "w")],
+    )
 
 
 def _save(folder: Path, name: str, model: onnx.ModelProto) -> Path:

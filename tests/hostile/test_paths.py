@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from hostile.cases import WEIGHT, weighted_model
 from hostile.harness import COMMANDS, assert_clean, run_all, run_command
-from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
 from onnxforge.cli import app
@@ -20,27 +20,13 @@ from onnxforge.errors import OnnxForgeError
 from onnxforge.io import load, save
 
 runner = CliRunner()
-WEIGHT = np.arange(4096, dtype=np.float32).reshape(64, 64)
-
-
-def _model() -> onnx.ModelProto:
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["x", "w"], ["y"])],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64])],
-        [numpy_helper.from_array(WEIGHT, "w")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    model.ir_version = 8
-    return model
 
 
 def _external(folder: Path, name: str = "m.onnx", location: str = "m.onnx.data") -> Path:
     """A model whose weight lies in ``location`` beside it."""
     path = folder / name
     onnx.save_model(
-        _model(), path, save_as_external_data=True, location=location, size_threshold=0
+        weighted_model(), path, save_as_external_data=True, location=location, size_threshold=0
     )
     return path
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from hostile.cases import WEIGHT, weighted_model
 from typer.testing import CliRunner
 
 from onnxforge import _cleanup, io
@@ -24,29 +24,12 @@ from onnxforge.errors import OnnxForgeError
 from onnxforge.io import _atomic, load, save
 
 runner = CliRunner()
-WEIGHT = np.arange(4096, dtype=np.float32).reshape(64, 64)
 COMMANDS = {
     "infer": ["infer", "{m}"],
     "fold": ["fold", "{m}"],
     "convert": ["convert", "{m}", "--opset", "17"],
     "optimize": ["optimize", "{m}"],
 }
-
-
-def _model() -> onnx.ModelProto:
-    graph = helper.make_graph(
-        [
-            helper.make_node("Add", ["x", "w"], ["s"]),
-            helper.make_node("Relu", ["s"], ["y"]),
-        ],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64])],
-        [numpy_helper.from_array(WEIGHT, "w")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    model.ir_version = 8
-    return model
 
 
 def _listing(folder: Path) -> list[str]:
@@ -68,7 +51,7 @@ def test_in_place_replaces_the_input_and_without_it_the_input_is_never_written(
     command: str, tmp_path: Path, tmpfile_mode: bool
 ) -> None:
     path = tmp_path / "m.onnx"
-    onnx.save(_model(), path)
+    onnx.save(weighted_model(relu=True), path)
     original = path.read_bytes()
     args = [a.format(m=path) for a in COMMANDS[command]]
     refused = runner.invoke(app, [*args, "-o", str(path)])
@@ -89,7 +72,11 @@ def test_in_place_with_external_data_replaces_its_data_file_too(
 ) -> None:
     path = tmp_path / "m.onnx"
     onnx.save_model(
-        _model(), path, save_as_external_data=True, location="weights.bin", size_threshold=0
+        weighted_model(relu=True),
+        path,
+        save_as_external_data=True,
+        location="weights.bin",
+        size_threshold=0,
     )
     args = [a.format(m=path) for a in COMMANDS[command]]
     done = runner.invoke(app, [*args, "--in-place"])
@@ -106,7 +93,11 @@ def test_a_failure_mid_write_leaves_the_previous_output_and_no_temporary(
 ) -> None:
     path = tmp_path / "m.onnx"
     onnx.save_model(
-        _model(), path, save_as_external_data=True, location="m.onnx.data", size_threshold=0
+        weighted_model(relu=True),
+        path,
+        save_as_external_data=True,
+        location="m.onnx.data",
+        size_threshold=0,
     )
     out_dir = tmp_path / "out"
     out_dir.mkdir()
@@ -130,7 +121,7 @@ def test_a_failure_mid_write_leaves_the_previous_output_and_no_temporary(
 def test_a_failure_mid_write_of_a_new_output_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmpfile_mode: bool
 ) -> None:
-    model = io.from_proto(_model())
+    model = io.from_proto(weighted_model(relu=True))
 
     def broken(out_file, *args: object) -> None:
         out_file.write(b"partial")
