@@ -43,9 +43,7 @@ def infer_constant(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType
 
 
 # -- convolution and pooling --------------------------------------------------------------------
-def _window_dims(
-    op: Op, ctx: InferContext, spatial: Sequence[Dim], kernel: Sequence[int]
-) -> list[Dim] | None:
+def _window_dims(op: Op, spatial: Sequence[Dim], kernel: Sequence[int]) -> list[Dim] | None:
     """Output sizes of a sliding window over ``spatial``; None where onnx should decide."""
     n = len(spatial)
     strides = [int(s) for s in (op.attr("strides") or [1] * n)]
@@ -100,7 +98,7 @@ def infer_conv(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | N
             kernel = w.shape[2:]
     if kernel is None:
         return [TensorType(x.dtype, (x.shape[0], channels) + (None,) * (rank - 2))]
-    spatial = _window_dims(op, ctx, x.shape[2:], [int(k) for k in kernel])
+    spatial = _window_dims(op, x.shape[2:], [int(k) for k in kernel])
     if spatial is None:
         return _fallback(op, inputs, ctx)
     return [TensorType(x.dtype, (x.shape[0], channels, *spatial))]
@@ -113,7 +111,7 @@ def _infer_pool(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | 
         return _fallback(op, inputs, ctx)
     if op.attr("ceil_mode", 0):
         return _fallback(op, inputs, ctx)  # windows starting in the end padding: onnx decides
-    spatial = _window_dims(op, ctx, x.shape[2:], [int(k) for k in kernel])
+    spatial = _window_dims(op, x.shape[2:], [int(k) for k in kernel])
     if spatial is None:
         return _fallback(op, inputs, ctx)
     shape = (*x.shape[:2], *spatial)
