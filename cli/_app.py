@@ -4,6 +4,8 @@ from __future__ import annotations
 
 __all__ = [
     "MAX_LINE",
+    "Durable",
+    "InPlace",
     "PIN_DEFAULTS_HELP",
     "app",
     "check_output",
@@ -22,6 +24,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -37,6 +40,20 @@ PIN_DEFAULTS_HELP = (
     "onnxsim and onnxslim do this without asking."
 )
 """fold's and optimize's --pin-defaults."""
+
+InPlace = Annotated[
+    bool, typer.Option("--in-place", help="Write the result over MODEL (atomically).")
+]
+"""--in-place, on every command that writes a model."""
+Durable = Annotated[
+    bool,
+    typer.Option(
+        "--durable",
+        help="Flush the output to disk before renaming it into place, so a power cut cannot "
+        "leave it empty (about 1 ms per small file, seconds per GiB).",
+    ),
+]
+"""--durable, on every command that writes a model."""
 
 app = typer.Typer(
     no_args_is_help=True,

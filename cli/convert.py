@@ -15,6 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from onnxforge.cli._app import (
+    Durable,
+    InPlace,
     app,
     check_output,
     fail_on_errors,
@@ -37,9 +39,8 @@ def convert(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Where to write the result.")
     ] = None,
-    in_place: Annotated[
-        bool, typer.Option("--in-place", help="Write the result over MODEL (atomically).")
-    ] = False,
+    in_place: InPlace = False,
+    durable: Durable = False,
     allow_cast: Annotated[
         bool,
         typer.Option(
@@ -103,7 +104,7 @@ def convert(
         with stderr.status(f"converting to opset {opset}"):
             result = converter(loaded)
         report["seconds"] = round(time.perf_counter() - start, 4)
-        save(loaded, target, location=location)
+        save(loaded, target, location=location, durable=durable)
         report["ir_version"] = {"before": ir_before, "after": loaded.ir_version}
         report["stats"] = dict(sorted(result.stats.items()))
         if as_json:

@@ -16,6 +16,8 @@ from rich.text import Text
 from onnxforge._optimize import pin_input_defaults
 from onnxforge.cli._app import (
     PIN_DEFAULTS_HELP,
+    Durable,
+    InPlace,
     app,
     check_output,
     fail_on_errors,
@@ -39,9 +41,8 @@ def fold(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Where to write the result.")
     ] = None,
-    in_place: Annotated[
-        bool, typer.Option("--in-place", help="Write the result over MODEL (atomically).")
-    ] = False,
+    in_place: InPlace = False,
+    durable: Durable = False,
     fold_limit: Annotated[
         str,
         typer.Option(
@@ -96,7 +97,7 @@ def fold(
         if pinned:
             result.stats["input_defaults_pinned"] = pinned
         after = summarize(loaded)
-        save(loaded, target, location=location)
+        save(loaded, target, location=location, durable=durable)
         report = {
             "file": str(model),
             "output": str(target),

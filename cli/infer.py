@@ -13,6 +13,8 @@ from rich.table import Table
 from rich.text import Text
 
 from onnxforge.cli._app import (
+    Durable,
+    InPlace,
     app,
     check_output,
     clip,
@@ -38,9 +40,8 @@ def infer(
         Path | None,
         typer.Option("-o", "--output", help="Write the model with every inferred type here."),
     ] = None,
-    in_place: Annotated[
-        bool, typer.Option("--in-place", help="Write the result over MODEL (atomically).")
-    ] = False,
+    in_place: InPlace = False,
+    durable: Durable = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print values, shapes, assumptions and errors as JSON.")
     ] = False,
@@ -76,7 +77,7 @@ def infer(
                 stderr.print(f"{model}: ... and {more} more shape errors", markup=False)
             raise ShapeError(f"{model}: {len(report.errors)} shape errors; nothing written")
         if target is not None:
-            save(loaded, target, location=location)
+            save(loaded, target, location=location, durable=durable)
             stderr.print(f"{target}: {report.typed} of {report.values} values typed", markup=False)
 
 

@@ -27,6 +27,8 @@ from onnxforge._optimize import (
 )
 from onnxforge.cli._app import (
     PIN_DEFAULTS_HELP,
+    Durable,
+    InPlace,
     app,
     check_output,
     clip,
@@ -55,9 +57,8 @@ def optimize(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Where to write the result.")
     ] = None,
-    in_place: Annotated[
-        bool, typer.Option("--in-place", help="Write the result over MODEL (atomically).")
-    ] = False,
+    in_place: InPlace = False,
+    durable: Durable = False,
     opset: Annotated[
         int | None, typer.Option(help="Convert to this default-domain opset first.")
     ] = None,
@@ -151,10 +152,12 @@ def optimize(
         seconds = time.perf_counter() - start
         after = summarize(loaded)
         if not check:  # written unnamed beside OUT and renamed into place: nothing to stage
-            save(loaded, target, external_data=external_data, location=location)
+            save(loaded, target, external_data=external_data, location=location, durable=durable)
         else:
             with _staging(target) as staged:
-                save(loaded, staged, external_data=external_data, location=location)
+                save(
+                    loaded, staged, external_data=external_data, location=location, durable=durable
+                )
                 # Unmap the source's weights before onnxruntime loads its own copies: a 2.3 GB
                 # model peaked at 2.4x its size with both resident (1.3x now, each model's
                 # session in its own child process).

@@ -34,7 +34,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -84,10 +83,16 @@ def remove(path: str | os.PathLike[str]) -> None:
         logger.warning("could not remove %s: %s", path, exc.strerror)
 
 
+def _key(path: str | os.PathLike[str]) -> str:
+    """``path`` made absolute, as Path.absolute does (string work: saves are timed in µs)."""
+    text = os.fspath(path)
+    return text if os.path.isabs(text) else os.path.join(os.getcwd(), text)
+
+
 def register(path: str | os.PathLike[str]) -> None:
     """``path`` (a file or folder just created under a temporary name) is removed if the process
     ends before ``unregister(path)``."""
-    key = os.fspath(Path(path).absolute())
+    key = _key(path)
     with _lock:
         _paths[key] = None
         _tell(b"+", key)
@@ -95,7 +100,7 @@ def register(path: str | os.PathLike[str]) -> None:
 
 def unregister(path: str | os.PathLike[str]) -> None:
     """``path`` was renamed into place or removed: nothing to do for it any more."""
-    key = os.fspath(Path(path).absolute())
+    key = _key(path)
     with _lock:
         if _paths.pop(key, 0) is None:
             _tell(b"-", key)

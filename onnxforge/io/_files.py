@@ -24,12 +24,23 @@ class DataFile:
     e.g. by saving a model over its own input.
     """
 
-    def __init__(self, path: Path, fd: int) -> None:
+    def __init__(self, path: Path, fd: int, size: int) -> None:
         self.path = path
         self.fd = fd
-        self.size = os.fstat(fd).st_size
+        self.size = size
         self._mmap: mmap.mmap | None = None
         weakref.finalize(self, os.close, fd)
+
+    def read_all(self) -> bytes:
+        """The whole file, read (for small files: a map costs more than it saves)."""
+        parts, done = [], 0
+        while done < self.size:
+            chunk = os.pread(self.fd, self.size - done, done)
+            if not chunk:
+                break  # shrunk since it was opened: the parser reports it truncated
+            parts.append(chunk)
+            done += len(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def mmap(self) -> mmap.mmap:
         if self._mmap is None:
@@ -72,16 +83,17 @@ def open_model_file(path: Path) -> DataFile:
         raise ModelReadError(path, f"cannot read: {exc.strerror}") from None
     if stat.S_ISDIR(st.st_mode):
         raise ModelReadError(path, "is a directory, not an ONNX model file")
-    if not stat.S_ISREG(st.st_mode):
+    if not stat.S_ISREG(st.st_mode):  # checked before open: opening a device may act on it
         raise ModelReadError(path, "is not a regular file")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | _O_NONBLOCK)
     except OSError as exc:
         raise ModelReadError(path, f"cannot read: {exc.strerror}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise ModelReadError(path, "is not a regular file")
-    return DataFile(path, fd)
+    return DataFile(path, fd, st.st_size)
 
 
 def open_external(
@@ -126,7 +138,7 @@ def open_external(
     if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
         os.close(fd)
         raise refuse("is not a regular file with a single hard link")
-    data = DataFile(base / normalized, fd)
+    data = DataFile(base / normalized, fd, st.st_size)
     cache[normalized] = data
     return data
 

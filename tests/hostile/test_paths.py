@@ -180,9 +180,9 @@ def test_refusals_read_nothing(dirs, monkeypatch: pytest.MonkeyPatch) -> None:
     opened: list[Path] = []
     real = _files.DataFile.__init__
 
-    def spy(self: _files.DataFile, file: Path, fd: int) -> None:
+    def spy(self: _files.DataFile, file: Path, fd: int, size: int) -> None:
         opened.append(file)
-        real(self, file, fd)
+        real(self, file, fd, size)
 
     monkeypatch.setattr(_files.DataFile, "__init__", spy)
     with pytest.raises(OnnxForgeError, match="single hard link"):

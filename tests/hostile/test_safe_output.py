@@ -203,3 +203,43 @@ def test_registrations_are_per_path_and_removal_skips_links(tmp_path: Path) -> N
     _cleanup.remove(link)
     assert not link.exists() and (victim / "keep").exists()
     _cleanup.remove(tmp_path / "missing")  # nothing to do, no error
+
+
+def test_durable_flushes_each_file_before_its_rename_and_the_folder_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmpfile_mode: bool
+) -> None:
+    model = io.from_proto(weighted_model(relu=True))
+    target, data = tmp_path / "m.onnx", tmp_path / "m.onnx.data"
+    synced: list[tuple[bool, bool]] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append((target.exists(), data.exists()))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    save(model, tmp_path / "plain.onnx", external_data=True, size_threshold=0)
+    assert synced == []  # like onnx.save: the rename alone covers a killed process
+    save(model, target, external_data=True, size_threshold=0, durable=True)
+    assert synced == [(False, False), (False, False), (True, True)]  # data, model, folder
+    np.testing.assert_array_equal(load(target).graph.initializers[0].const.numpy(), WEIGHT)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_writing_command_takes_durable(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(weighted_model(relu=True), path)
+    synced: list[bool] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(out.exists())
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    args = [a.format(m=path) for a in COMMANDS[command]]
+    done = runner.invoke(app, [*args, "-o", str(out), "--durable"])
+    assert done.exit_code == 0, done.output
+    assert synced == [False, True]  # the model before its rename, the folder after
