@@ -40,6 +40,10 @@ class PassResult:
     modified: bool = False
     stats: Counter[str] = field(default_factory=Counter)
     details: dict[str, list[str]] = field(default_factory=dict)
+    inferred: bool = False
+    """The pass's last inference saw the model as the pass leaves it (fold-constants infers
+    once more after its last fold, finding nothing): the next pass may reuse it although the
+    model was modified."""
 
     def note(self, key: str, detail: str) -> None:
         """Count ``key`` and keep ``detail`` (a node name) for --verbose."""
@@ -71,7 +75,7 @@ class Pass(abc.ABC):
         except BaseException:
             note_change()  # a failed pass may have changed the model half way
             raise
-        if result.modified and not self.types_only:
+        if result.modified and not self.types_only and not result.inferred:
             note_change()
         self.ensures(result.model)
         return result

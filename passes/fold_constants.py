@@ -114,6 +114,7 @@ class FoldConstantsPass(Pass):
                     result.stats[key] += last.stats[key]
                     result.details.setdefault(key, []).extend(last.details[key])
             if not any(last.stats[key] for key in done):
+                result.inferred = True  # this round's inference saw the model as it is
                 break
             result.modified = True
             note_change()  # the next round infers the folded model

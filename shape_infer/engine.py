@@ -34,12 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from onnxforge import ir
+from onnxforge import ir, kernels
 from onnxforge import opset as schemas
 from onnxforge.errors import OnnxForgeError, ShapeError
 from onnxforge.ir import Dim, DType, Graph, Model, Op, OpaqueType, Tensor, TensorType, Value
 from onnxforge.kernels import NONDETERMINISTIC
-from onnxforge.kernels._reference import run_reference
 from onnxforge.registry import OpRegistry
 from onnxforge.shape_infer.broadcast import format_shape
 from onnxforge.shape_infer.symbolic import UNKNOWN_PREFIX, is_unknown_symbol
@@ -386,7 +385,7 @@ class _Engine:
         outputs: list[Value | None],
         results: list[Type | None],
     ) -> list[Type | None]:
-        """Run a small all-constant op with onnx's reference kernel: its outputs become
+        """Run a small all-constant op (our kernel, else onnx's reference one): its outputs become
         constants (and their types exact), so float shape arithmetic and ops like OneHot with a
         constant depth get shapes. Bounded: outputs must be small by the rule's shape, or, when
         the rule could not tell, the inputs must be small in size and value."""
@@ -413,7 +412,7 @@ class _Engine:
         elif op.op_type in SIZED_BY_VALUES or not _small_values(present):
             return results  # small values may still multiply into a huge output
         try:
-            values = run_reference(op, arrays, scope.opsets)
+            values = kernels.run(op, arrays, scope.opsets)
         except OnnxForgeError:
             logger.debug("could not evaluate %s", op.describe(), exc_info=True)
             return results

@@ -160,3 +160,18 @@ def test_inline_replaces_an_if_by_its_branch_and_keeps_output_names() -> None:
     verify(model)
     assert [op.op_type for op in graph.topo_order()] == ["Neg", "Abs", "Add", "Identity"]
     assert [v.name for v in graph.outputs] == ["y"]
+
+
+def test_initializers_keep_their_order_through_removals() -> None:
+    graph = Graph("g")
+    weights = [
+        graph.add_initializer(f"w{i}", Tensor.from_numpy(np.full(2, i, np.float32)))
+        for i in range(5)
+    ]
+    graph.remove_initializer(weights[1])
+    graph.remove_initializer(weights[3])
+    assert [v.name for v in graph.initializers] == ["w0", "w2", "w4"]
+    assert len(graph.initializers) == 3 and graph.initializers[1] is weights[2]
+    assert weights[2] in graph.initializers and weights[3] not in graph.initializers
+    graph.initializers.append(weights[3])
+    assert [v.name for v in graph.initializers] == ["w0", "w2", "w4", "w3"]

@@ -419,3 +419,34 @@ def test_identity_of_a_shared_weight_is_bypassed_not_copied() -> None:
     assert _fold(model) == {"folded": 1}
     assert _ops(model) == ["MatMul", "Gather"]
     assert [v.name for v in model.graph.initializers] == ["w"]
+
+
+def test_the_next_pass_reuses_the_inference_made_after_the_last_fold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from onnxforge.passes import _rewrite
+
+    model = model_from_text(
+        HEADER
+        + """
+    g (float[2, 12] x) => (float[?, ?, ?] y) {
+        a = Constant <value = int64[2] {2, 3}> ()
+        b = Constant <value = int64[1] {4}> ()
+        s = Concat <axis = 0> (a, b)
+        y = Reshape(x, s)
+    }"""
+    )
+    inferred: list[int] = []
+    real_infer = _rewrite.infer
+
+    def counting_infer(*args: object, **kwargs: object) -> object:
+        inferred.append(len(model.graph))
+        return real_infer(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_rewrite, "infer", counting_infer)
+    result = FoldConstantsPass()(model)
+    assert result.modified and result.inferred
+    assert inferred == [4, 1]  # before the fold, and the folded model (nothing more to fold)
+    report = _rewrite.inference(model)
+    assert inferred == [4, 1] and report.ok  # the next pass infers nothing again
+    assert model.graph.outputs[0].type.shape == (2, 3, 4)
