@@ -15,6 +15,16 @@ from onnxforge.passes import FoldConstantsPass
 from onnxforge.testing import model_from_text, run_onnxruntime
 
 HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
+SHAPE_ARITHMETIC = (
+    HEADER
+    + """
+    g (float[2, 12] x) => (float[?, ?, ?] y) {
+        a = Constant <value = int64[2] {2, 3}> ()
+        b = Constant <value = int64[1] {4}> ()
+        s = Concat <axis = 0> (a, b)
+        y = Reshape(x, s)
+    }"""
+)
 
 
 def _fold(model: Model, **options: object) -> dict[str, int]:
@@ -28,16 +38,7 @@ def _ops(model: Model) -> list[str]:
 
 
 def test_shape_arithmetic_on_constants_becomes_one_initializer() -> None:
-    model = model_from_text(
-        HEADER
-        + """
-    g (float[2, 12] x) => (float[?, ?, ?] y) {
-        a = Constant <value = int64[2] {2, 3}> ()
-        b = Constant <value = int64[1] {4}> ()
-        s = Concat <axis = 0> (a, b)
-        y = Reshape(x, s)
-    }"""
-    )
+    model = model_from_text(SHAPE_ARITHMETIC)
     stats = _fold(model)
     assert _ops(model) == ["Reshape"]
     assert stats["folded"] == 1 and stats["constants"] == 2
@@ -426,16 +427,7 @@ def test_the_next_pass_reuses_the_inference_made_after_the_last_fold(
 ) -> None:
     from onnxforge.passes import _rewrite
 
-    model = model_from_text(
-        HEADER
-        + """
-    g (float[2, 12] x) => (float[?, ?, ?] y) {
-        a = Constant <value = int64[2] {2, 3}> ()
-        b = Constant <value = int64[1] {4}> ()
-        s = Concat <axis = 0> (a, b)
-        y = Reshape(x, s)
-    }"""
-    )
+    model = model_from_text(SHAPE_ARITHMETIC)
     inferred: list[int] = []
     real_infer = _rewrite.infer
 
