@@ -3,6 +3,8 @@ subgraphs and local functions inferred."""
 
 from __future__ import annotations
 
+import pytest
+
 from onnxforge.ir import TensorType
 from onnxforge.shape_infer import infer
 from onnxforge.testing import model_from_text
@@ -124,3 +126,30 @@ def test_ops_defined_by_a_schema_function_are_inferred_through_it() -> None:
     report = infer(model)
     assert not report.errors
     assert model.graph.outputs[0].type.shape == (2, 4, 3, 3)
+
+
+FLOAT_SHAPE_ARITHMETIC = """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[4, 4] x) => (float[?, ?] y) {
+        a = Constant <value = float[2] {1.5, 2.9}> ()
+        b = Mul(a, a)
+        s = Cast <to = 7> (b)
+        y = Reshape(x, s)
+    }"""
+
+
+def test_a_kernel_that_fails_while_evaluating_leaves_the_rules_types(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from onnxforge import kernels
+
+    model = model_from_text(FLOAT_SHAPE_ARITHMETIC)
+    assert infer(model).ok and model.graph.outputs[0].type.shape == (2, 8)  # evaluated
+
+    def broken(*args: object) -> None:
+        raise KeyError("an attribute a kernel looked for")
+
+    monkeypatch.setattr(kernels, "run", broken)
+    model = model_from_text(FLOAT_SHAPE_ARITHMETIC)
+    assert infer(model).ok  # no value for s, no error: Reshape's rank is still known
+    shape = model.graph.outputs[0].type.shape
+    assert shape is not None and len(shape) == 2 and shape != (2, 8)
