@@ -43,7 +43,8 @@ def kernel(
 def run(
     op: Op, inputs: Sequence[np.ndarray | None], opsets: Mapping[str, int]
 ) -> list[np.ndarray]:
-    """Outputs of ``op`` on ``inputs``: our kernel, else onnx's reference implementation."""
+    """Outputs of ``op`` on ``inputs``: our kernel, else onnx's reference implementation.
+    Raises KernelError, whatever went wrong inside either."""
     domain = "" if op.domain == "ai.onnx" else op.domain
     if domain not in opsets:
         raise KernelError(f"{op.describe()}: the model imports no opset for {domain or 'ai.onnx'}")
@@ -58,6 +59,8 @@ def run(
         raise
     except (ValueError, TypeError, IndexError, ArithmeticError) as e:
         raise KernelError(f"{op.describe()}: {e}") from None
+    except Exception as e:  # noqa: BLE001  (as run_reference: the op is not computed, no crash)
+        raise KernelError(f"{op.describe()}: kernel failed: {type(e).__name__}: {e}") from None
 
 
 from onnxforge.kernels import elementwise, nn, tensor  # noqa: E402, F401  (registers kernels)

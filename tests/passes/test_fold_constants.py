@@ -442,3 +442,18 @@ def test_the_next_pass_reuses_the_inference_made_after_the_last_fold(
     report = _rewrite.inference(model)
     assert inferred == [4, 1] and report.ok  # the next pass infers nothing again
     assert model.graph.outputs[0].type.shape == (2, 3, 4)
+
+
+def test_a_kernel_that_fails_is_a_counted_refusal_not_a_crash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from onnxforge import kernels
+
+    def broken(*args: object) -> None:
+        raise KeyError("an attribute a kernel looked for")  # a bug, not a numpy error
+
+    monkeypatch.setattr(kernels.KERNELS, "find", lambda *args: broken)  # every op's kernel
+    model = model_from_text(SHAPE_ARITHMETIC)
+    stats = FoldConstantsPass()(model).stats
+    assert stats["not_folded.kernel_error"] == 1 and stats["constants"] == 2
+    assert sorted(_ops(model)) == ["Concat", "Reshape"]
