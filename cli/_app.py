@@ -7,6 +7,7 @@ __all__ = [
     "Durable",
     "InPlace",
     "PIN_DEFAULTS_HELP",
+    "Strict",
     "app",
     "check_output",
     "clip",
@@ -18,6 +19,7 @@ __all__ = [
     "refuse_shape_errors",
     "stderr",
     "stdout",
+    "warn_stale",
 ]
 
 import contextlib
@@ -54,6 +56,15 @@ Durable = Annotated[
     ),
 ]
 """--durable, on every command that writes a model."""
+Strict = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="Refuse a model whose declared shapes (value_info, outputs) contradict what its "
+        "graph computes, instead of replacing them with a warning.",
+    ),
+]
+"""--strict, on infer, fold, convert and optimize."""
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -163,6 +174,12 @@ def refuse_shape_errors(loaded: Model, model: Path) -> None:
         if len(report.errors) > 100:
             lines.append(f"{model}: ... and {len(report.errors) - 100} more shape errors")
         raise InvalidModelError(lines)
+
+
+def warn_stale(model: Path, lines: list[str]) -> None:
+    """One warning line on stderr per declared type replaced by the inferred one."""
+    for line in lines:
+        stderr.print(clip(f"warning: {_named(line, model)}"), markup=False)
 
 
 def _named(line: str, model: Path | None) -> str:

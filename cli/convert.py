@@ -17,6 +17,7 @@ from rich.text import Text
 from onnxforge.cli._app import (
     Durable,
     InPlace,
+    Strict,
     app,
     check_output,
     fail_on_errors,
@@ -25,9 +26,11 @@ from onnxforge.cli._app import (
     output_target,
     stderr,
     stdout,
+    warn_stale,
 )
 from onnxforge.errors import AdapterError
 from onnxforge.io import save
+from onnxforge.passes import ReplaceStaleTypesPass
 from onnxforge.passes.convert import ConvertOpsetPass, PlannedStep
 
 
@@ -41,6 +44,7 @@ def convert(
     ] = None,
     in_place: InPlace = False,
     durable: Durable = False,
+    strict: Strict = False,
     allow_cast: Annotated[
         bool,
         typer.Option(
@@ -77,12 +81,15 @@ def convert(
         ir_before = loaded.ir_version
         converter = ConvertOpsetPass(opset, allow_cast=allow_cast)
         start = time.perf_counter()
+        stale = ReplaceStaleTypesPass(strict=strict)(loaded).details.get("stale_types", [])
+        warn_stale(model, stale)
         report: dict[str, Any] = {
             "file": str(model),
             "output": None if dry_run else str(target),
             "from_opset": source,
             "to_opset": opset,
             "dry_run": dry_run,
+            "stale_types": len(stale),
         }
         if dry_run:
             with stderr.status("planning the conversion"):

@@ -18,6 +18,7 @@ from onnxforge.cli._app import (
     PIN_DEFAULTS_HELP,
     Durable,
     InPlace,
+    Strict,
     app,
     check_output,
     fail_on_errors,
@@ -27,6 +28,7 @@ from onnxforge.cli._app import (
     refuse_shape_errors,
     stderr,
     stdout,
+    warn_stale,
 )
 from onnxforge.io import save
 from onnxforge.passes import DEFAULT_FOLD_LIMIT, fold_pipeline
@@ -43,6 +45,7 @@ def fold(
     ] = None,
     in_place: InPlace = False,
     durable: Durable = False,
+    strict: Strict = False,
     fold_limit: Annotated[
         str,
         typer.Option(
@@ -86,14 +89,17 @@ def fold(
         before = summarize(loaded)
         start = time.perf_counter()
         pinned = pin_input_defaults(loaded) if pin_defaults else 0
-        manager = fold_pipeline(limit_bytes=limit, exclude=excluded)
+        manager = fold_pipeline(limit_bytes=limit, exclude=excluded, strict=strict)
         with stderr.status("folding constants"):
             manager.run(loaded)
         seconds = time.perf_counter() - start
-        result = manager.results[0]
-        for key, count in manager.results[1].stats.items():  # what folding left unread
+        stale, result, dead_code = manager.results
+        warn_stale(model, stale.details.get("stale_types", []))
+        for key, count in dead_code.stats.items():  # what folding left unread
             result.stats[key] += count
-            result.details[key] = manager.results[1].details[key]
+            result.details[key] = dead_code.details[key]
+        if stale.stats["stale_types"]:
+            result.stats["stale_types"] = stale.stats["stale_types"]
         if pinned:
             result.stats["input_defaults_pinned"] = pinned
         after = summarize(loaded)
@@ -104,6 +110,7 @@ def fold(
             "fold_limit": limit,
             "seconds": round(seconds, 4),
             "stats": dict(sorted(result.stats.items())),
+            "stale_types": stale.stats["stale_types"],
             "before": size_summary(before),
             "after": size_summary(after),
         }

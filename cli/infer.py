@@ -15,6 +15,7 @@ from rich.text import Text
 from onnxforge.cli._app import (
     Durable,
     InPlace,
+    Strict,
     app,
     check_output,
     clip,
@@ -24,6 +25,7 @@ from onnxforge.cli._app import (
     output_target,
     stderr,
     stdout,
+    warn_stale,
 )
 from onnxforge.errors import ShapeError
 from onnxforge.io import save
@@ -42,6 +44,7 @@ def infer(
     ] = None,
     in_place: InPlace = False,
     durable: Durable = False,
+    strict: Strict = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print values, shapes, assumptions and errors as JSON.")
     ] = False,
@@ -60,11 +63,12 @@ def infer(
         if target is not None:
             check_output(loaded, target, location or f"{target.name}.data", in_place=in_place)
         with stderr.status("inferring shapes"):
-            report = infer_shapes(loaded)
+            report = infer_shapes(loaded, strict_declared=strict)
         if as_json:
             stdout.print_json(json.dumps(_json(model, loaded, report)))
         elif target is None:
             _print_table(model, loaded)
+        warn_stale(model, [str(s) for s in report.stale])
         for note in report.notes:
             stderr.print(clip(f"note: {note}"), markup=False)
         for assumption in report.assumptions:
@@ -113,6 +117,7 @@ def _json(path: Path, model: Model, report: InferReport) -> dict[str, Any]:
         "values": _values(model),
         "typed": report.typed,
         "total": report.values,
+        "stale_types": len(report.stale),
         **report.to_json(),
     }
 

@@ -29,6 +29,7 @@ from onnxforge.cli._app import (
     PIN_DEFAULTS_HELP,
     Durable,
     InPlace,
+    Strict,
     app,
     check_output,
     clip,
@@ -38,6 +39,7 @@ from onnxforge.cli._app import (
     output_target,
     stderr,
     stdout,
+    warn_stale,
 )
 from onnxforge.compare import compare_on_onnxruntime, random_inputs
 from onnxforge.errors import OnnxForgeError
@@ -105,16 +107,17 @@ def optimize(
         bool,
         typer.Option(help=PIN_DEFAULTS_HELP),
     ] = False,
+    strict: Strict = False,
     report: Annotated[
         Path | None, typer.Option("--json", help="Write the report as JSON to this file.")
     ] = None,
 ) -> None:
     """Optimize MODEL and write the result to OUTPUT.
 
-    Runs infer-shapes, convert-opset (with --opset), then fold-constants and the cleanup
-    passes to a fixed point, then infer-shapes again. Same input and options give the same
-    bytes. Nothing is written when any step fails or --check finds a difference; the input
-    is replaced only with --in-place, atomically.
+    Runs replace-stale-types, infer-shapes, convert-opset (with --opset), then fold-constants
+    and the cleanup passes to a fixed point, then infer-shapes again. Same input and options
+    give the same bytes. Nothing is written when any step fails or --check finds a
+    difference; the input is replaced only with --in-place, atomically.
     """
     with fail_on_errors(model):
         if output is None and not in_place:
@@ -138,6 +141,7 @@ def optimize(
             allow_cast=allow_cast,
             value_info=value_info,
             pin_defaults=pin_defaults,
+            strict=strict,
         )
         _unknown_passes(options)
         loaded = load_valid(model)
@@ -150,6 +154,8 @@ def optimize(
         with stderr.status(f"optimizing {model.name}"):
             result = optimize_model(loaded, options)
         seconds = time.perf_counter() - start
+        stale = result.details("replace-stale-types", "stale_types")
+        warn_stale(model, stale)
         after = summarize(loaded)
         if not check:  # written unnamed beside OUT and renamed into place: nothing to stage
             save(loaded, target, external_data=external_data, location=location, durable=durable)
@@ -169,6 +175,7 @@ def optimize(
             "output": str(target),
             "seconds": round(seconds, 4),
             "checked_input_sets": check,
+            "stale_types": len(stale),
             "passes": result.to_json(),
             "before": size_summary(before),
             "after": size_summary(after),

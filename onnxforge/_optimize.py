@@ -45,6 +45,7 @@ class OptimizeOptions:
     allow_cast: bool = False
     value_info: bool = False  # write every inferred type, not just the interface's
     pin_defaults: bool = False  # initializers listed as graph inputs become constants
+    strict: bool = False  # declared types that contradict inference are errors, not replaced
 
 
 def parse_input_shape(text: str) -> tuple[str, list[int]]:
@@ -110,7 +111,10 @@ def pipeline(options: OptimizeOptions) -> Any:
     limit = {} if options.fold_limit is None else {"limit_bytes": options.fold_limit}
     fold = passes.FoldConstantsPass(**limit)
     group = [p for p in [fold, *passes.cleanup_passes()] if _wanted(p.name, options)]
-    stages: list[Any] = [passes.InferShapesPass(strict=True)]  # an inconsistent model stops
+    stages: list[Any] = [
+        passes.ReplaceStaleTypesPass(strict=options.strict),
+        passes.InferShapesPass(strict=True),  # an inconsistent model stops
+    ]
     if options.opset is not None and _wanted("convert-opset", options):
         stages.append(passes.ConvertOpsetPass(options.opset, allow_cast=options.allow_cast))
     if group:

@@ -26,6 +26,7 @@ __all__ = [
     "SymDim",
     "Tensor",
     "TensorType",
+    "UnknownDim",
     "Value",
     "constant_tensor",
     "problems",
@@ -132,9 +133,22 @@ _BITS: dict[DType, int] = {
 }
 
 SymDim = str
-"""A symbolic dimension: a graph-input name such as ``batch`` or an expression such as ``N+M``."""
+"""A symbolic dimension: a name the model gave (``batch``, ``unk__214``, ``p2o.Dim.0``, any
+string) or an expression over such names (``N+M``)."""
+
+
+class UnknownDim(str):
+    """A dim nothing is known about, named by shape inference (``unk__3``) so that the values
+    that share it stay equal. A distinct kind, not a spelling: a model's own ``unk__214`` is a
+    plain ``str`` and a real symbol; an ``UnknownDim`` never enters arithmetic. Written out it is
+    a plain ``dim_param``, read back a symbol like any other."""
+
+    __slots__ = ()
+
+
 Dim = int | SymDim | None
-"""A dimension: static (int), symbolic (str) or unknown (None)."""
+"""A dimension: static (int), symbolic (str; an ``UnknownDim`` when inference named an unknown)
+or unknown (None)."""
 Shape = tuple[Dim, ...]
 
 

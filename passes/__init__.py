@@ -17,6 +17,7 @@ __all__ = [
     "FuseMatMulAddPass",
     "MergeParallelMatMulsPass",
     "RemoveDefaultInputsPass",
+    "ReplaceStaleTypesPass",
     "SimplifyShapeOpsPass",
     "SinkShapeOpsPass",
     "cleanup_passes",
@@ -55,17 +56,26 @@ from onnxforge.passes.fuse_matmul_add import FuseMatMulAddPass
 from onnxforge.passes.infer_shapes import InferShapesPass
 from onnxforge.passes.merge_parallel_matmuls import MergeParallelMatMulsPass
 from onnxforge.passes.remove_default_inputs import RemoveDefaultInputsPass
+from onnxforge.passes.replace_stale_types import ReplaceStaleTypesPass
 from onnxforge.passes.simplify_shape_ops import SimplifyShapeOpsPass
 from onnxforge.passes.sink_shape_ops import SinkShapeOpsPass
 
 
 def fold_pipeline(
-    *, limit_bytes: int = DEFAULT_FOLD_LIMIT, exclude: frozenset[str] | set[str] = frozenset()
+    *,
+    limit_bytes: int = DEFAULT_FOLD_LIMIT,
+    exclude: frozenset[str] | set[str] = frozenset(),
+    strict: bool = False,
 ) -> PassManager:
-    """What `onnxforge fold` runs: fold-constants, then eliminate-dead-code for what folding
-    left unread (the Shape whose Gather became a constant)."""
+    """What `onnxforge fold` runs: replace-stale-types (``strict``: refuse them), fold-constants,
+    then eliminate-dead-code for what folding left unread (the Shape whose Gather became a
+    constant)."""
     return PassManager(
-        [FoldConstantsPass(limit_bytes=limit_bytes, exclude=exclude), EliminateDeadCodePass()]
+        [
+            ReplaceStaleTypesPass(strict=strict),
+            FoldConstantsPass(limit_bytes=limit_bytes, exclude=exclude),
+            EliminateDeadCodePass(),
+        ]
     )
 
 

@@ -196,6 +196,7 @@ class Row:
     ops_before: int
     ops_after: int
     stats: dict[str, int]
+    details: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -203,6 +204,10 @@ class Report:
     """One row per pass run, in order."""
 
     rows: list[Row] = field(default_factory=list)
+
+    def details(self, pass_name: str, key: str) -> list[str]:
+        """What the runs of ``pass_name`` noted under ``key`` (node names, messages)."""
+        return [d for r in self.rows if r.pass_name == pass_name for d in r.details.get(key, [])]
 
     def to_json(self) -> list[dict[str, Any]]:
         return [
@@ -276,6 +281,7 @@ class PassManager:
                     before,
                     _count_ops(model),
                     dict(result.stats),
+                    result.details,
                 )
             )
             if isinstance(p, FixedPoint):

@@ -7,10 +7,17 @@ __all__ = [
     "Assumption",
     "InferError",
     "InferReport",
+    "StaleDeclaration",
     "broadcast_shape",
     "infer",
 ]
 
 from onnxforge.shape_infer import rules  # noqa: F401  (registers the rules)
 from onnxforge.shape_infer.broadcast import broadcast_shape
-from onnxforge.shape_infer.engine import Assumption, InferError, InferReport, infer
+from onnxforge.shape_infer.engine import (
+    Assumption,
+    InferError,
+    InferReport,
+    StaleDeclaration,
+    infer,
+)

@@ -25,7 +25,7 @@ from onnxforge.io import (
     type_from_proto,
     type_to_proto,
 )
-from onnxforge.ir import Function, Op, OpaqueType, Tensor, TensorType
+from onnxforge.ir import Function, Op, OpaqueType, Tensor, TensorType, UnknownDim
 
 if TYPE_CHECKING:
     from onnxforge.shape_infer.engine import InferContext
@@ -59,7 +59,25 @@ def infer_node(
         out = onnx.shape_inference.infer_node_outputs(schema, node, types, data, {}, opsets)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as e:
         raise ShapeError(_clean(str(e))) from None
-    return [_type(out.get(name)) for name in node.output]
+    unknown: dict[str, UnknownDim] = {
+        str(d): d
+        for t in in_types
+        if isinstance(t, TensorType) and t.shape is not None
+        for d in t.shape
+        if isinstance(d, UnknownDim)
+    }
+    return [_unknowns_back(_type(out.get(name)), unknown) for name in node.output]
+
+
+def _unknowns_back(
+    t: TensorType | OpaqueType | None, unknown: dict[str, UnknownDim]
+) -> TensorType | OpaqueType | None:
+    """onnx copies our fresh unknowns as plain names: give them their kind back."""
+    if not unknown or not isinstance(t, TensorType) or t.shape is None:
+        return t
+    return TensorType(
+        t.dtype, tuple(unknown.get(d, d) if isinstance(d, str) else d for d in t.shape)
+    )
 
 
 def _type(proto: onnx.TypeProto | None) -> TensorType | OpaqueType | None:

@@ -20,6 +20,7 @@ __all__ = [
     "InferError",
     "InferReport",
     "Known",
+    "StaleDeclaration",
     "ShapeRule",
     "ValueRule",
     "infer",
@@ -37,11 +38,22 @@ import numpy as np
 from onnxforge import ir, kernels
 from onnxforge import opset as schemas
 from onnxforge.errors import OnnxForgeError, ShapeError
-from onnxforge.ir import Dim, DType, Graph, Model, Op, OpaqueType, Tensor, TensorType, Value
+from onnxforge.ir import (
+    Dim,
+    DType,
+    Graph,
+    Model,
+    Op,
+    OpaqueType,
+    Tensor,
+    TensorType,
+    UnknownDim,
+    Value,
+)
 from onnxforge.kernels import NONDETERMINISTIC
 from onnxforge.registry import OpRegistry
 from onnxforge.shape_infer.broadcast import format_shape
-from onnxforge.shape_infer.symbolic import UNKNOWN_PREFIX, is_unknown_symbol
+from onnxforge.shape_infer.symbolic import UNKNOWN_PREFIX, is_unknown_symbol, names
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +67,8 @@ SHAPE_RULES: OpRegistry[ShapeRule] = OpRegistry("shape rule")
 VALUE_RULES: OpRegistry[ValueRule] = OpRegistry("value rule")
 MAX_KNOWN_ELEMENTS = 1024
 """Integer tensors up to this size are propagated element by element."""
+MAX_KNOWN_FLOATS = 16
+"""Float constants up to this size whose elements are whole numbers are known too."""
 INTEGER_DTYPES = frozenset(
     {
         DType.INT8, DType.INT16, DType.INT32, DType.INT64,
@@ -118,11 +132,38 @@ class Assumption:
         return f"{self.a} {self.relation} {self.b} (node {self.node!r}, {self.op})"
 
 
+@dataclass(frozen=True)
+class StaleDeclaration:
+    """A declared type (value_info, graph output, body input) that contradicts inference in
+    rank or a static dim. onnxruntime runs such models (it warns and uses what it infers), so
+    the inferred type replaces the declared one; ``infer(strict_declared=True)`` refuses."""
+
+    where: str
+    name: str
+    declared: str
+    inferred: str
+    node: str
+    op: str
+    value: Value | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def contradiction(self) -> str:
+        node = f"node {self.node!r} ({self.op})" if self.node else f"its {self.op} node"
+        return (
+            f"{self.where}value {self.name!r} is declared {self.declared} but {node} "
+            f"computes {self.inferred}"
+        )
+
+    def __str__(self) -> str:
+        return f"{self.contradiction}; the inferred type replaces it"
+
+
 @dataclass
 class InferReport:
     """What inference found: errors, assumptions, notes and how many values got a type."""
 
     errors: list[InferError] = field(default_factory=list)
+    stale: list[StaleDeclaration] = field(default_factory=list)
     assumptions: list[Assumption] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     values: int = 0
@@ -149,6 +190,16 @@ class InferReport:
                     "reason": e.reason,
                 }
                 for e in self.errors
+            ],
+            "stale_declarations": [
+                {
+                    "value": s.name,
+                    "declared": s.declared,
+                    "inferred": s.inferred,
+                    "node": s.node,
+                    "op": s.op,
+                }
+                for s in self.stale
             ],
             "assumptions": [
                 {"a": a.a, "relation": a.relation, "b": a.b, "node": a.node, "op": a.op}
@@ -229,27 +280,32 @@ class _Scope:
 
 
 class _Engine:
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, *, strict_declared: bool = False) -> None:
         self.model = model
+        self.strict_declared = strict_declared
         self.report = InferReport()
         self.consts: dict[Value, np.ndarray] = {}
         self.known: dict[Value, Known] = {}
         self.functions = {f.key: f for f in model.functions}
         self.graph_inputs: dict[Graph, set[Value]] = {}
-        self.taken: set[str] = set()
+        self.taken: set[str] = set()  # every name the model's dims read
         for graph in model.graphs():
             for value in graph.values():
                 if isinstance(value.type, TensorType) and value.type.shape:
-                    self.taken.update(d for d in value.type.shape if isinstance(d, str))
+                    for d in value.type.shape:
+                        if isinstance(d, str):
+                            self.taken.add(d)
+                            self.taken.update(names(d))
         self.counter = 0
 
     # -- facts about values ----------------------------------------------------------------
-    def new_dim(self) -> str:
+    def new_dim(self) -> UnknownDim:
+        """A fresh unknown, spelled so that no name of the model is reused."""
         while True:
             name = f"{UNKNOWN_PREFIX}{self.counter}"
             self.counter += 1
             if name not in self.taken:
-                return name
+                return UnknownDim(name)
 
     def const_of(self, value: Value) -> np.ndarray | None:
         """The value's data when it cannot change at run time.
@@ -277,19 +333,30 @@ class _Engine:
         return value in self.graph_inputs[graph]
 
     def known_of(self, value: Value) -> Known | None:
-        if value in self.known:
-            return self.known[value]
+        known = self.known.get(value)
+        if known is not None and None not in known:
+            return known
+        computed = self._known_constant(value)  # an evaluated op knows what a rule could not
+        return computed if computed is not None else known
+
+    def _known_constant(self, value: Value) -> Known | None:
         stored = value.const
         if isinstance(stored, Tensor) and (
-            stored.size > MAX_KNOWN_ELEMENTS or stored.dtype not in INTEGER_DTYPES
+            stored.size > MAX_KNOWN_ELEMENTS
+            or (stored.dtype not in INTEGER_DTYPES and stored.size > MAX_KNOWN_FLOATS)
         ):
             return None  # a weight: not worth reading
         array = self.const_of(value)
-        if (
-            array is not None
-            and array.ndim <= 1
-            and array.size <= MAX_KNOWN_ELEMENTS
-            and array.dtype.kind in "iu"
+        if array is None or array.ndim > 1 or array.size > MAX_KNOWN_ELEMENTS:
+            return None
+        if array.dtype.kind in "iu":
+            return tuple(int(x) for x in array.reshape(-1))
+        if (  # a float scale that is a whole number (2.0): shape arithmetic in float
+            array.dtype in (np.float32, np.float64)
+            and array.size <= MAX_KNOWN_FLOATS
+            and bool(np.all(np.isfinite(array)))
+            and bool(np.all(array == np.round(array)))
+            and bool(np.all(np.abs(array) < 1 << 24))
         ):
             return tuple(int(x) for x in array.reshape(-1))
         return None
@@ -319,7 +386,18 @@ class _Engine:
                     outer.types.pop(value, None)  # type: ignore[arg-type]
         for value, t in zip(graph.inputs, input_types, strict=False):
             declared = value.type
-            scope.types[value] = _merge(declared, t, None) if t is not None else declared
+            if t is None:
+                scope.types[value] = declared
+                continue
+            try:
+                scope.types[value] = _merge(declared, t, value)
+            except _Contradiction:
+                if self.strict_declared:
+                    raise
+                self.stale(
+                    outer, value, declared, t, node=graph.name or "subgraph", label="body input"
+                )
+                scope.types[value] = _replace(declared, t)
         self.infer_graph(scope)
         return [scope.type_of(v) for v in graph.outputs]
 
@@ -370,8 +448,15 @@ class _Engine:
             if value is None:
                 continue
             declared = scope.type_of(value)
+            inferred = self.name_unknowns(result)
             try:
-                merged = _merge(declared, self.name_unknowns(result), value)
+                try:
+                    merged = _merge(declared, inferred, value)
+                except _Contradiction:
+                    if self.strict_declared:
+                        raise
+                    self.stale(scope, value, declared, inferred, node=op.name, label=label)
+                    merged = _replace(declared, inferred)
                 _check_size(merged, value)
                 scope.types[value] = merged
             except ShapeError as e:
@@ -482,6 +567,22 @@ class _Engine:
             return TensorType(t.dtype, tuple(self.new_dim() if d is None else d for d in t.shape))
         return t
 
+    def stale(
+        self,
+        scope: _Scope,
+        value: Value,
+        declared: Type | None,
+        inferred: Type | None,
+        *,
+        node: str,
+        label: str,
+    ) -> None:
+        entry = StaleDeclaration(
+            scope.where, value.name, str(declared), str(inferred), node, label, value
+        )
+        logger.info("%s", entry)  # the report carries it; commands print it as a warning
+        self.report.stale.append(entry)
+
     def error(
         self,
         scope: _Scope,
@@ -555,11 +656,22 @@ def _small_values(arrays: list[np.ndarray]) -> bool:
     return True
 
 
+def _replace(declared: Type | None, inferred: Type | None) -> Type | None:
+    """The inferred type in place of a stale declared one (its element type kept if unknown)."""
+    if not isinstance(inferred, TensorType) or not isinstance(declared, TensorType):
+        return inferred
+    return TensorType(inferred.dtype or declared.dtype, inferred.shape)
+
+
+class _Contradiction(ShapeError):
+    """A declared type whose rank or a static dim differs from the inferred one."""
+
+
 def _merge(declared: Type | None, inferred: Type | None, value: Value | None) -> Type | None:
     """Combine a declared type (value_info, graph output) with an inferred one.
 
-    A static dim beats a symbol, a symbol beats an unknown; a contradiction (dtype, rank or two
-    static dims) is a ShapeError.
+    A static dim beats a symbol, a symbol beats an unknown; different element types are a
+    ShapeError, a different rank or two different static dims a ``_Contradiction``.
     """
     if inferred is None or isinstance(inferred, OpaqueType):
         return declared if declared is not None else inferred
@@ -574,11 +686,11 @@ def _merge(declared: Type | None, inferred: Type | None, value: Value | None) ->
     if inferred.shape is None:
         return TensorType(dtype, declared.shape)
     if len(declared.shape) != len(inferred.shape):
-        raise ShapeError(f"{name}declared {declared}, inferred {inferred} (ranks differ)")
+        raise _Contradiction(f"{name}declared {declared}, inferred {inferred} (ranks differ)")
     dims: list[Dim] = []
     for i, (d, n) in enumerate(zip(declared.shape, inferred.shape, strict=True)):
         if isinstance(d, int) and isinstance(n, int) and d != n:
-            raise ShapeError(
+            raise _Contradiction(
                 f"{name}declared {format_shape(declared.shape)}, inferred "
                 f"{format_shape(inferred.shape)} (dim {i}: {d} != {n})"
             )
@@ -589,27 +701,40 @@ def _merge(declared: Type | None, inferred: Type | None, value: Value | None) ->
     return TensorType(dtype, tuple(dims))
 
 
-def infer(model: Model, *, strict: bool = False, verify: bool = True) -> InferReport:
-    """Give every value of ``model`` a type, in place; the report lists errors and assumptions.
+def _integer_typed(t: Type | None) -> bool:
+    return (
+        isinstance(t, TensorType)
+        and t.dtype in INTEGER_DTYPES
+        or (isinstance(t, TensorType) and t.dtype == DType.BOOL)
+    )
+
+
+def infer(
+    model: Model, *, strict: bool = False, verify: bool = True, strict_declared: bool = False
+) -> InferReport:
+    """Give every value of ``model`` a type, in place; the report lists errors, replaced stale
+    declarations and assumptions.
 
     ``strict``: raise a ShapeError listing every error instead of returning them.
     ``verify``: check the graph's invariants first (a pipeline that already did may skip it).
+    ``strict_declared``: a declared type that contradicts inference is an error, not replaced.
     """
     if verify:
         ir.verify(model)
-    engine = _Engine(model)
+    engine = _Engine(model, strict_declared=strict_declared)
     types: dict[Value, Type | None] = {}
     scope = _Scope(model.graph, dict(model.opset_imports), "", types)
     if "ai.onnx" in scope.opsets:
         scope.opsets.setdefault("", scope.opsets["ai.onnx"])
     engine.infer_graph(scope)
     report = engine.report
+    integer = {v: k for v, k in engine.known.items() if _integer_typed(types.get(v) or v.type)}
     report.static_values = {
         v: tuple(k)  # type: ignore[arg-type]
-        for v, k in engine.known.items()
+        for v, k in integer.items()
         if all(isinstance(d, int) for d in k)
     }
-    report.known_values = dict(engine.known)
+    report.known_values = integer  # float shape values stay inside the engine
     for value, t in types.items():
         # Initializers keep their own type; value_info is written only where it says something.
         if t is not None and (value.const is None or value.type is not None):

@@ -92,7 +92,12 @@ def type_from_proto(tp: onnx.TypeProto) -> TensorType | OpaqueType:
         if d.HasField("denotation"):
             return OpaqueType(tp, which)
         kind = d.WhichOneof("value")
-        dims.append(d.dim_value if kind == "dim_value" else d.dim_param if kind else None)
+        if kind == "dim_value":
+            # A negative dim_value (paddle2onnx's -1) is an unknown dim: onnx's checker and
+            # onnxruntime accept it. An unchanged type is written back as it was read.
+            dims.append(d.dim_value if d.dim_value >= 0 else None)
+        else:
+            dims.append(d.dim_param if kind else None)
     return TensorType(tt.elem_type, tuple(dims))
 
 

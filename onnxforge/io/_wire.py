@@ -77,7 +77,7 @@ class _Field:
 
 def _fields(buf: memoryview, pos: int, end: int, limit: int | None = None) -> list[_Field] | None:
     """The fields of the message in ``buf[pos:end]``; None once there are more than ``limit``."""
-    fields = []
+    fields: list[_Field] = []
     while pos < end:
         if limit is not None and len(fields) > limit:
             return None

@@ -10,6 +10,7 @@ from onnxforge.shape_infer.rules import (  # noqa: F401
     linalg,
     nn,
     shapes,
+    sized,
     tensor,
     unary,
 )

@@ -77,9 +77,9 @@ def infer_loop(op: Op, inputs: Inputs, ctx: InferContext) -> list[Type | None]:
         state = widened
     carried_out = out[1 : 1 + n_carried]
     trips: Dim = None
-    m = ctx.const(0) if ctx.input(0) is not None else None
-    if m is not None and m.size == 1 and _runs_to_the_end(body, ctx):
-        trips = int(m.reshape(-1)[0])
+    m = ctx.value(0) if ctx.input(0) is not None else None  # a dim too (Loop over Shape(x)[0])
+    if m is not None and len(m) == 1 and _runs_to_the_end(body, ctx):
+        trips = m[0]
     scans: list[Type | None] = []
     for t in out[1 + n_carried :]:
         if isinstance(t, TensorType):

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from onnxforge.ir import Dim, DType, Op, SparseTensor, Tensor, TensorType, constant_tensor
 from onnxforge.opset import REDUCE_OPS, schema_versions
 from onnxforge.shape_infer.engine import InferContext, shape_rule
+from onnxforge.shape_infer.symbolic import dim_add, dim_ceildiv, dim_floordiv
 
 Inputs = Sequence[TensorType | None]
 
@@ -58,21 +59,15 @@ def _window_dims(op: Op, spatial: Sequence[Dim], kernel: Sequence[int]) -> list[
     out: list[Dim] = []
     for i, size in enumerate(spatial):
         reach = dilations[i] * (kernel[i] - 1) + 1
+        if not isinstance(size, int):  # symbolic: the same formula, written out
+            out.append(_symbolic_window(size, auto_pad, pads[i] + pads[i + n], reach, strides[i]))
+            continue
         if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-            if not isinstance(size, int):
-                out.append(size if strides[i] == 1 else None)
-                continue
             result = -(-size // strides[i])
         elif auto_pad == "VALID":
-            if not isinstance(size, int):
-                out.append(None)
-                continue
             result = -(-(size - reach + 1) // strides[i])
         elif auto_pad == "NOTSET":
             total = pads[i] + pads[i + n]
-            if not isinstance(size, int):
-                out.append(size if strides[i] == 1 and total == reach - 1 else None)
-                continue
             result = (size + total - reach) // strides[i] + 1
         else:
             return None
@@ -80,6 +75,18 @@ def _window_dims(op: Op, spatial: Sequence[Dim], kernel: Sequence[int]) -> list[
             return None
         out.append(result)
     return out
+
+
+def _symbolic_window(size: Dim, auto_pad: str, total: int, reach: int, stride: int) -> Dim:
+    """Windows over a symbolic size: ``ceil(S/s)`` (SAME), ``ceil((S-k+1)/s)`` (VALID),
+    ``floor((S+p-k)/s)+1`` (explicit pads); onnxruntime fails when the size is too small."""
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        return dim_ceildiv(size, stride)
+    if auto_pad == "VALID":
+        return dim_ceildiv(dim_add(size, 1 - reach), stride)
+    if auto_pad == "NOTSET":
+        return dim_add(dim_floordiv(dim_add(size, total - reach), stride), 1)
+    return None
 
 
 @shape_rule("Conv", versions=schema_versions("Conv"))

@@ -30,6 +30,8 @@ from onnxforge.shape_infer.symbolic import (
     dim_ceildiv,
     dim_div_exact,
     dim_floordiv,
+    dim_max,
+    dim_min,
     dim_mul,
     dim_product,
     dim_sub,
@@ -125,9 +127,24 @@ def identity_value(op: Op, ctx: InferContext) -> list[Known | None]:
     return [ctx.value(0)]
 
 
+EXACT_FLOATS = frozenset({DType.FLOAT, DType.DOUBLE})
+"""Float types shape values pass through exactly (tf2onnx casts shapes to float to scale them):
+the integers a dim takes are exact in float32 below 2**24."""
+
+
 @value_rule("Cast", versions=schema_versions("Cast"))
 def cast_value(op: Op, ctx: InferContext) -> list[Known | None]:
-    return [ctx.value(0) if op.attr("to") in INTEGER_DTYPES else None]
+    to = op.attr("to")
+    return [ctx.value(0) if to in INTEGER_DTYPES or to in EXACT_FLOATS else None]
+
+
+def rounding_value(op: Op, ctx: InferContext) -> list[Known | None]:
+    """Known float elements are integers (casts of dims, exact arithmetic on them)."""
+    return [ctx.value(0)]
+
+
+for _name in ("Floor", "Ceil", "Round"):
+    value_rule(_name, versions=schema_versions(_name))(rounding_value)
 
 
 @shape_rule("Cast", versions=schema_versions("Cast"))
@@ -334,6 +351,9 @@ def _slice_len(dim: Dim, start: Dim, end: Dim, step: int, ctx: InferContext) -> 
     ):
         ctx.assume(dim, end, ">=")
         return end - start
+    if step == 1 and nonnegative(start) and nonnegative(end) and not is_unknown_symbol(dim):
+        # Exactly what Slice computes for non-negative bounds: clamp both, never below 0.
+        return dim_max(dim_sub(dim_min(end, dim), dim_min(start, dim)), 0)
     return None
 
 
@@ -459,6 +479,16 @@ def infer_tile(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | N
         return [None]
     if t.shape is None:
         return [TensorType(t.dtype, None)]
+    if ctx.version < 6:  # Tile-1: a scalar count of tiles along one axis
+        tiles, axis = ctx.value(1), ctx.value(2)
+        dims = list(t.shape)
+        if tiles is None or axis is None or len(tiles) != 1 or len(axis) != 1:
+            return [TensorType(t.dtype, (None,) * len(dims))]
+        at = axis[0]
+        if not isinstance(at, int) or not -len(dims) <= at < len(dims):
+            raise ShapeError(f"axis {at} is out of range for a rank-{len(dims)} input")
+        dims[at] = dim_mul(dims[at], tiles[0])
+        return [TensorType(t.dtype, tuple(dims))]
     repeats = ctx.value(1)
     if repeats is None:
         return [TensorType(t.dtype, (None,) * len(t.shape))]
@@ -585,8 +615,8 @@ _ARITH: dict[str, Callable[[Dim, Dim], Dim]] = {
     "Mul": dim_mul,
     "Div": _div,
     "Mod": _static(lambda x, y: None if y == 0 else x % y),
-    "Max": lambda x, y: x if same_dim(x, y) else _static(max)(x, y),
-    "Min": lambda x, y: x if same_dim(x, y) else _static(min)(x, y),
+    "Max": dim_max,
+    "Min": dim_min,
     "Equal": _equal,
 }
 for _name, _fn in _ARITH.items():
@@ -596,6 +626,13 @@ for _name, _fn in _ARITH.items():
             return [None]
         if op.attr("broadcast") is not None:
             return [None]  # legacy broadcast: not shape arithmetic
+        first = ctx.input(0)
+        t = None if first is None else ctx.scope.type_of(first)
+        if isinstance(t, TensorType) and t.dtype in EXACT_FLOATS:
+            if op.op_type == "Mod":
+                return [None]  # fmod semantics: not needed for shapes
+            if op.op_type == "Div":  # true division: known only when exact
+                fn = dim_div_exact
         return _elementwise(ctx, fn)
 
     value_rule(_name, versions=schema_versions(_name))(_rule)

@@ -23,12 +23,38 @@ def test_every_error_is_listed_not_just_the_first() -> None:
     assert not any(e.internal for e in report.errors)
 
 
-def test_a_declared_shape_that_contradicts_the_inferred_one_is_an_error() -> None:
+def test_a_declared_shape_that_contradicts_the_inferred_one_is_replaced_with_a_warning() -> None:
+    # onnxruntime runs such a model (it warns and uses what it infers): so do we.
     model = model_from_text("""<ir_version: 8, opset_import: ["" : 17]>
     g (float[2, 3] a) => (float[2, 4] y) { y = Relu(a) }""")
     report = infer(model)
-    assert len(report.errors) == 1
-    assert "declared [2,4], inferred [2,3]" in str(report.errors[0])
+    assert not report.errors
+    assert [(s.name, s.declared, s.inferred, s.op) for s in report.stale] == [
+        ("y", "float[2,4]", "float[2,3]", "Relu-14")
+    ]
+    assert model.graph.outputs[0].type == TensorType(1, (2, 3))
+    assert report.to_json()["stale_declarations"][0]["value"] == "y"
+
+
+def test_a_stale_rank_is_replaced_and_strict_declared_refuses_it() -> None:
+    text = """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, S, 16] x) => (float[N, S, 16] y) <float[1, S] t> { t = Relu(x)  y = Neg(t) }"""
+    model = model_from_text(text)
+    report = infer(model)
+    assert not report.errors and len(report.stale) == 1
+    (t,) = [v for v in model.graph.values() if v.name == "t"]
+    assert t.type == TensorType(1, ("N", "S", 16))
+    strict = infer(model_from_text(text), strict_declared=True)
+    assert strict.errors and not strict.stale
+    assert "declared float[1,S], inferred float[N,S,16] (ranks differ)" in str(strict.errors[0])
+
+
+def test_a_declared_element_type_that_contradicts_inference_stays_an_error() -> None:
+    model = model_from_text("""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 3] a) => (int64[2, 3] y) { y = Relu(a) }""")
+    report = infer(model)
+    assert len(report.errors) == 1 and not report.stale
+    assert "element types differ" in str(report.errors[0])
 
 
 def test_different_symbols_that_must_match_are_reported_as_assumptions() -> None:

@@ -6,17 +6,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from onnxforge.ir import UnknownDim
 from onnxforge.shape_infer.symbolic import (
     dim_add,
     dim_ceildiv,
     dim_div_exact,
     dim_floordiv,
+    dim_max,
+    dim_min,
     dim_mul,
     dim_product,
     dim_sub,
     evaluate,
+    is_unknown_symbol,
     parse,
     same_dim,
+    to_dim,
 )
 
 
@@ -44,14 +49,51 @@ def test_division_that_may_not_be_exact_is_written_as_floor_or_ceil() -> None:
 
 def test_unknowns_never_produce_an_expression() -> None:
     assert dim_add("N", None) is None
-    assert dim_mul("unk__3", 2) is None
+    assert dim_mul(UnknownDim("unk__3"), 2) is None
     assert dim_mul(None, 0) == 0
-    assert not same_dim("unk__1", None)
+    assert not same_dim(UnknownDim("unk__1"), None)
+
+
+def test_a_models_own_unk_name_is_a_real_symbol() -> None:
+    # tf2onnx names batch dims unk__214: only the dims inference names are unknowns.
+    assert dim_mul("unk__214", 2) == "2*unk__214"
+    assert dim_div_exact(dim_mul("unk__214", 2048), 2048) == "unk__214"
+    assert not is_unknown_symbol("unk__214")
+    assert is_unknown_symbol(UnknownDim("unk__0"))
 
 
 def test_text_that_is_no_expression_is_one_symbol() -> None:
-    assert str(parse("batch size")) == "batch size"
+    assert to_dim(parse("batch size")) == "batch size"  # written back as the model spelled it
+    assert str(parse("batch size")) == "'batch size'"  # quoted inside an expression
     assert evaluate("batch size", {"batch size": 4}) == 4
+    assert dim_mul("batch size", 2) == "2*'batch size'"
+
+
+def test_a_product_of_sums_keeps_its_meaning_when_written() -> None:
+    # YOLOv8: (floor(H)+1)*(floor(W)+1) had been written "floor(H) + 1*floor(W) + 1".
+    h, w = "floor(H) + 1", "floor(W) + 1"  # as another tool wrote them
+    product = dim_mul(h, w)
+    assert evaluate(product, {"H": 2, "W": 4}) == 15
+    odd = dim_mul("height px", "width px")  # no expression: two names
+    assert odd == "'height px'*'width px'"
+    assert evaluate(odd, {"height px": 3, "width px": 5}) == 15
+    grid = dim_mul(dim_add(dim_floordiv("H", 32), 1), dim_add(dim_floordiv("W", 32), 1))
+    assert evaluate(grid, {"H": 640, "W": 480}) == 21 * 16
+    assert to_dim(parse(str(grid))) == grid
+
+
+def test_floor_of_a_sum_is_parenthesized() -> None:
+    assert dim_floordiv(dim_add("S", -1), 2) == "floor((S+1)/2)-1"
+    assert dim_ceildiv(dim_mul("N", 3), 2) == "N+ceil(N/2)"
+    assert dim_floordiv(dim_floordiv("N", 2), 3) == "floor(N/6)"
+
+
+def test_min_and_max_decide_when_the_difference_is_constant() -> None:
+    assert dim_min("N", dim_add("N", 3)) == "N"
+    assert dim_max("N", dim_add("N", 3)) == "N+3"
+    assert dim_max("N", "M") == "max(M, N)"
+    assert evaluate(dim_max("N", "M"), {"N": 2, "M": 7}) == 7
+    assert str(parse("Max(1, s50)")) == "max(1, s50)"  # sympy's spelling reads too
 
 
 def test_evaluate_reads_floor_and_ceil_back() -> None:
