@@ -6,14 +6,18 @@ __all__ = ["check"]
 
 import enum
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.progress import Progress
 
-from onnxforge._check import Problem, require_runtime
-from onnxforge._check import check as check_model
+from onnxforge._check import SEVERITIES, onnxruntime_limits, require_runtime
+from onnxforge._check_pool import FileResult, check_files, check_one
 from onnxforge.cli._app import app, clip, error_lines, fail_on_errors, stderr, stdout
+from onnxforge.cli._check_config import CheckConfig, find_config, load_config
+from onnxforge.cli._sarif import sarif
 from onnxforge.errors import OnnxForgeError
 
 
@@ -30,6 +34,7 @@ class OutputFormat(str, enum.Enum):
     text = "text"
     json = "json"
     github = "github"
+    sarif = "sarif"
 
 
 def _input_shapes(specs: list[str]) -> dict[str, list[int]]:
@@ -47,6 +52,9 @@ def _input_shapes(specs: list[str]) -> dict[str, list[int]]:
             )
         shapes[name] = parsed
     return shapes
+
+
+FailOn = enum.Enum("FailOn", {s: s for s in SEVERITIES}, type=str)  # type: ignore[misc]
 
 
 @app.command()
@@ -69,104 +77,178 @@ def check(
     verify: Annotated[
         list[VerifyRuntime] | None,
         typer.Option(
-            help="Load and run each model once in this runtime (repeatable; openvino "
-            "needs onnxforge\\[openvino]). Runs only on models that pass the other checks."
+            help="Load and run each model in this runtime (repeatable; openvino needs "
+            "onnxforge\\[openvino]). Symbolic dims take the sizes 1, 2, 4, ... 640 in turn "
+            "until one runs. Runs only on models without errors."
         ),
     ] = None,
     input_shape: Annotated[
         list[str] | None,
         typer.Option(
-            help="Shape of an input for --verify, NAME=1,3,224,224 (repeatable); "
-            "other symbolic dims are 1."
+            help="Shape of an input for --verify, NAME=1,3,224,224 (repeatable); other "
+            "inputs' symbolic dims are chosen."
+        ),
+    ] = None,
+    fail_on: Annotated[
+        FailOn | None,  # type: ignore[valid-type]
+        typer.Option(help="The least severity that fails the run (default: error)."),
+    ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(help="Models checked at once, each in its own process (default: cores)."),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(help="Seconds one model may take before it is stopped (default 600)."),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="A pyproject.toml whose [tool.onnxforge.check] sets the defaults (default: "
+            "the nearest one from the current folder up)."
         ),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the result as JSON (same as --format json).")
     ] = False,
     output_format: Annotated[
-        OutputFormat,
+        OutputFormat | None,
         typer.Option(
             "--format",
-            help="text: one line per problem; json; github: GitHub "
-            "Actions annotations (::error file=...).",
+            help="text: one line per problem; json; github: GitHub Actions annotations "
+            "(::error/::warning file=...); sarif: SARIF 2.1.0 for code scanning.",
         ),
-    ] = OutputFormat.text,
+    ] = None,
 ) -> None:
     """Check MODELs before they ship: onnx's checker, the graph, strict shape inference, the
     opsets and IR version a runtime supports, Split-18 sizes, custom domains, and optionally a
     run in onnxruntime or OpenVINO.
 
-    Every model is checked; each problem is one line: file, node, problem.
+    Every problem is an error (the model cannot load or run on the target) or a warning (it
+    runs, but a consumer could trip: stale declared shapes, negative dims, unused inputs,
+    duplicated initializers, shadowed names). Each is one line: file, node, problem, code and
+    severity. [tool.onnxforge.check] in pyproject.toml sets defaults; the command line wins.
 
-    Exit 0: all clean; 1: a model has problems; 2: a model cannot be read,
-    or a runtime asked for is not installed. The worst wins.
+    Exit 0: nothing at or above --fail-on; 1: a model has such problems or could not be
+    checked; 2: a model cannot be read, the configuration is wrong, or a runtime asked for is
+    not installed. The worst wins.
     """
-    fmt = OutputFormat.json if as_json else output_format
-    if as_json and output_format not in (OutputFormat.text, OutputFormat.json):
-        raise typer.BadParameter(
-            "--json and --format github exclude each other", param_hint="--json"
-        )
-    shapes = _input_shapes(input_shape or [])
-    runtimes = [r.value for r in verify or []]
     with fail_on_errors():
-        for name in runtimes + ([runtime.value] if runtime is not None else []):
+        settings = _settings(config)
+        fmt = _format(as_json, output_format, settings.format)
+        runtime_name = runtime.value if runtime is not None else settings.runtime
+        runtimes = [r.value for r in verify] if verify else list(settings.verify or [])
+        fail_level = fail_on.value if fail_on is not None else settings.fail_on or "error"
+        given_shapes = _input_shapes(input_shape or [])
+        for name in runtimes + ([runtime_name] if runtime_name is not None else []):
             require_runtime(name)
-    results: list[dict[str, Any]] = []
+        if runtime_name == "onnxruntime":
+            onnxruntime_limits()  # probed once here; the workers inherit it
+        options = {
+            "runtime": runtime_name,
+            "max_opset": max_opset if max_opset is not None else settings.max_opset,
+            "max_ir": max_ir if max_ir is not None else settings.max_ir,
+            "verify": runtimes,
+        }
+        per_file = []
+        for model in models:
+            shapes, ignored = settings.for_file(str(model))
+            per_file.append(({**options, "input_shapes": {**shapes, **given_shapes}}, ignored))
+        workers = jobs if jobs is not None else settings.jobs or os.cpu_count() or 1
+        seconds = timeout if timeout is not None else settings.timeout or DEFAULT_TIMEOUT
+        if workers < 1 or seconds <= 0:
+            raise typer.BadParameter("--jobs and --timeout must be positive")
+    results = _run(models, per_file, workers, seconds)
     worst = 0
-    for model in models:
-        entry: dict[str, Any] = {"file": str(model), "status": "ok", "problems": [], "error": None}
-        try:
-            found = check_model(
-                model,
-                runtime=runtime.value if runtime is not None else None,
-                max_opset=max_opset,
-                max_ir=max_ir,
-                verify=runtimes,
-                input_shapes=shapes,
-            )
-        except OnnxForgeError as exc:
-            entry["error"] = str(exc)
-            entry["status"] = "unreadable" if exc.exit_code == 2 else "failed"
-            worst = max(worst, exc.exit_code)
-            _report_error(fmt, model, exc)
-        else:
-            entry["problems"] = found
-            entry["status"] = "problems" if found else "ok"
-            if found:
-                worst = max(worst, 1)
-            _report(fmt, found)
-            if found and runtimes and not any(p.code == "verify" for p in found):
-                names = " and ".join(runtimes)
-                stderr.print(
-                    f"note: {model}: not run on {names}: fix the problems above first",
-                    markup=False,
-                )
-        results.append(entry)
+    for result, (_, ignored) in zip(results, per_file, strict=True):
+        result.problems = [p for p in result.problems if p.code not in ignored]
+        if result.error is not None:
+            worst = max(worst, result.exit_code)
+        elif any(p.fails(fail_level) for p in result.problems):
+            worst = max(worst, 1)
     if fmt is OutputFormat.json:
-        _print_json(results, worst)
+        _print_json(results, worst, fail_level)
+    elif fmt is OutputFormat.sarif:
+        stdout.print_json(json.dumps(sarif(results)))
     else:
-        _summary(results)
+        for result in results:
+            _report(fmt, result, runtimes)
+        _summary(results, fail_level)
     raise typer.Exit(code=worst)
 
 
-def _report(fmt: OutputFormat, found: list[Problem]) -> None:
-    for problem in found:
-        if fmt is OutputFormat.text:
-            stdout.print(clip(str(problem)), markup=False, emoji=False)
-        elif fmt is OutputFormat.github:
-            message = f"{problem.node}: {problem.message}" if problem.node else problem.message
+DEFAULT_TIMEOUT = 600.0
+
+
+def _settings(path: Path | None) -> CheckConfig:
+    if path is not None:
+        return load_config(path)
+    found = find_config()
+    return load_config(found) if found is not None else CheckConfig()
+
+
+def _format(as_json: bool, given: OutputFormat | None, configured: str | None) -> OutputFormat:
+    if as_json and given not in (None, OutputFormat.json):
+        raise typer.BadParameter(f"--json and --format {given.value} exclude each other")  # type: ignore[union-attr]
+    if as_json:
+        return OutputFormat.json
+    return given or (OutputFormat(configured) if configured else OutputFormat.text)
+
+
+def _run(
+    models: list[Path], per_file: list[tuple[dict[str, Any], set[str]]], jobs: int, timeout: float
+) -> list[FileResult]:
+    """One model is checked in this process (a runtime crash is already contained by the
+    --verify child); several in worker processes, with a progress bar on a terminal."""
+    if len(models) == 1 and timeout == DEFAULT_TIMEOUT:
+        return [check_one(str(models[0]), per_file[0][0])]
+    show = stderr.is_terminal and len(models) > 1
+    with Progress(console=stderr, transient=True, disable=not show) as progress:
+        task = progress.add_task("checking", total=len(models))
+        return check_files(
+            [str(m) for m in models],
+            [options for options, _ in per_file],
+            jobs=min(jobs, len(models)),
+            timeout=timeout,
+            on_done=lambda result: progress.advance(task),
+        )
+
+
+def _report(fmt: OutputFormat, result: FileResult, runtimes: list[str]) -> None:
+    model = Path(result.file)
+    if result.error is not None:
+        exc = OnnxForgeError(result.error)
+        exc.exit_code = result.exit_code
+        if fmt is OutputFormat.github:
+            kind = "unreadable" if result.exit_code == 2 else "error"
             stdout.print(
-                _annotation(problem.file, problem.code, clip(message)), markup=False, emoji=False
+                _annotation("error", result.file, kind, clip(result.error)),
+                markup=False,
+                emoji=False,
             )
-
-
-def _report_error(fmt: OutputFormat, model: Path, exc: OnnxForgeError) -> None:
-    if fmt is OutputFormat.github:
-        kind = "unreadable" if exc.exit_code == 2 else "error"
-        stdout.print(_annotation(str(model), kind, clip(str(exc))), markup=False, emoji=False)
-    if fmt is not OutputFormat.json:
         for line in error_lines(exc, model):
             stderr.print(f"error: {line}", markup=False, emoji=False)
+        return
+    for problem in result.problems:
+        if fmt is OutputFormat.text:
+            stdout.print(clip(str(problem)), markup=False, emoji=False)
+        else:
+            message = f"{problem.node}: {problem.message}" if problem.node else problem.message
+            stdout.print(
+                _annotation(problem.severity, problem.file, problem.code, clip(message)),
+                markup=False,
+                emoji=False,
+            )
+    errors = [p for p in result.problems if p.severity == "error"]
+    if errors and runtimes and not any(p.code == "verify" for p in errors):
+        names = " and ".join(runtimes)
+        stderr.print(
+            f"note: {model}: not run on {names}: fix the errors above first",
+            markup=False,
+        )
+    for name, shapes in result.ran_with.items():
+        shown = ", ".join(f"{k}={v}" for k, v in shapes.items())
+        stderr.print(clip(f"note: {model}: ran on {name} with {shown}"), markup=False)
 
 
 def _escape(text: str, *, property_value: bool = False) -> str:
@@ -177,43 +259,60 @@ def _escape(text: str, *, property_value: bool = False) -> str:
     return text
 
 
-def _annotation(file: str, code: str, message: str) -> str:
+def _annotation(severity: str, file: str, code: str, message: str) -> str:
     file_value = _escape(file, property_value=True)
     title = _escape(f"onnxforge check: {code}", property_value=True)
-    return f"::error file={file_value},title={title}::{_escape(message)}"
+    return f"::{severity} file={file_value},title={title}::{_escape(message)}"
 
 
-def _print_json(results: list[dict[str, Any]], worst: int) -> None:
+def _print_json(results: list[FileResult], worst: int, fail_on: str) -> None:
     files = [
         {
-            **entry,
-            "error": None if entry["error"] is None else clip(entry["error"]),
-            "problems": [{**p.to_json(), "message": clip(p.message)} for p in entry["problems"]],
+            "file": r.file,
+            "status": r.status,
+            "problems": [{**p.to_json(), "message": clip(p.message)} for p in r.problems],
+            "error": None if r.error is None else clip(r.error),
+            "ran_with": r.ran_with,
         }
-        for entry in results
+        for r in results
     ]
+    problems = [p for r in results for p in r.problems]
     report = {
         "files": files,
-        "problems": sum(len(entry["problems"]) for entry in results),
+        "problems": len(problems),
+        "errors": sum(p.severity == "error" for p in problems),
+        "warnings": sum(p.severity == "warning" for p in problems),
+        "fail_on": fail_on,
         "exit_code": worst,
     }
     stdout.print_json(json.dumps(report))
 
 
-def _summary(results: list[dict[str, Any]]) -> None:
-    problems = sum(len(entry["problems"]) for entry in results)
-    with_problems = sum(1 for entry in results if entry["problems"])
-    unreadable = sum(1 for entry in results if entry["status"] == "unreadable")
-    failed = sum(1 for entry in results if entry["status"] == "failed")
-    files = f"{len(results)} file{'s' if len(results) != 1 else ''} checked"
+def _summary(results: list[FileResult], fail_on: str) -> None:
+    def count(n: int, word: str) -> str:
+        return f"{n} {word}{'s' if n != 1 else ''}"
+
+    errors = sum(p.severity == "error" for r in results for p in r.problems)
+    warnings = sum(p.severity == "warning" for r in results for p in r.problems)
+    unreadable = sum(1 for r in results if r.status == "unreadable")
+    failed = sum(1 for r in results if r.status == "failed")
     parts = []
-    if problems:
-        parts.append(
-            f"{problems} problem{'s' if problems != 1 else ''} in {with_problems} "
-            f"file{'s' if with_problems != 1 else ''}"
+    if errors or warnings:
+        with_problems = sum(1 for r in results if r.problems)
+        found = ", ".join(
+            part
+            for part in (
+                errors and count(errors, "error"),
+                warnings and count(warnings, "warning"),
+            )
+            if part
         )
+        parts.append(f"{found} in {count(with_problems, 'file')}")
     if unreadable:
         parts.append(f"{unreadable} unreadable")
     if failed:
         parts.append(f"{failed} could not be checked")
-    stderr.print(f"{files}: {', '.join(parts) or 'no problems'}", markup=False, emoji=False)
+    if warnings and fail_on == "error" and not errors:
+        parts.append("warnings do not fail the run (--fail-on warning makes them)")
+    files = f"{count(len(results), 'file')} checked"
+    stderr.print(f"{files}: {'; '.join(parts) or 'no problems'}", markup=False, emoji=False)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 __all__ = [
+    "CODES",
     "RUNTIMES",
+    "SEVERITIES",
+    "WARNINGS",
     "Problem",
     "RuntimeLimits",
     "RuntimeUnavailableError",
@@ -13,6 +16,7 @@ __all__ = [
 ]
 
 import functools
+import hashlib
 import importlib.util
 import logging
 import math
@@ -30,8 +34,8 @@ from onnxforge._runtime_child import run_in_child
 from onnxforge._validate import model_problems
 from onnxforge.compare import MAX_INPUT_ELEMENTS
 from onnxforge.errors import OnnxForgeError
-from onnxforge.io import checker_problems, load, save, to_proto
-from onnxforge.ir import DType, Graph, Model, Op, TensorType, Value, walk_graphs
+from onnxforge.io import checker_problems, load, negative_dims, save, to_proto
+from onnxforge.ir import DType, Graph, Model, Op, Tensor, TensorType, Value, walk_graphs
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +43,8 @@ RUNTIMES = ("onnxruntime", "openvino")
 """The runtimes ``verify`` can load a model in."""
 _EXTRA = {"onnxruntime": "onnxforge[onnxruntime]", "openvino": "onnxforge[openvino]"}
 _ONNX_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"})
+MIN_DUPLICATE_BYTES = 64
+"""Initializers smaller than this are not compared (shared small constants are harmless)."""
 
 
 class RuntimeUnavailableError(OnnxForgeError):
@@ -47,27 +53,64 @@ class RuntimeUnavailableError(OnnxForgeError):
     exit_code = 2
 
 
+SEVERITIES = ("warning", "error")
+"""Ascending: ``--fail-on warning`` fails on both, ``--fail-on error`` on errors only."""
+WARNINGS = frozenset(
+    {"stale-shape", "negative-dim", "unused-input", "duplicate-initializer", "shadowed-name"}
+)
+"""Codes of models that run but could trip a consumer; every other code is an error."""
+CODES = {
+    "checker": "onnx's checker refuses the model",
+    "graph": "the graph is invalid (cycles, undefined names, ops against their schemas)",
+    "shape": "shape inference finds the model inconsistent",
+    "shape-internal": "an onnxforge shape rule failed (please report it)",
+    "opset": "an opset the target does not support",
+    "ir-version": "an IR version the target does not support",
+    "split-sizes": "a Split-18 whose output sizes are not defined",
+    "split-num-outputs": "a Split-18 whose num_outputs is not its output count",
+    "custom-domain": "an op of a domain neither ONNX, the runtime nor a local function defines",
+    "verify": "the runtime fails to load or run the model",
+    "stale-shape": "a declared shape contradicts what the graph computes",
+    "negative-dim": "a declared dim is negative (read as unknown)",
+    "unused-input": "a graph input nothing reads",
+    "duplicate-initializer": "two initializers hold the same data",
+    "shadowed-name": "a subgraph defines a name its enclosing graph uses",
+    "worker": "the check of this file crashed or ran out of time",
+}
+"""Every code, with what it means (SARIF rules, docs)."""
+
+
 @dataclass(frozen=True)
 class Problem:
-    """One reason the model is not fit to ship.
+    """One reason the model is not fit to ship, or (severity ``warning``) something a
+    consumer could trip on although the model runs.
 
     ``node`` labels the node (``Split 'split_0'``, or ``Split (output 'y')`` when it has no
-    name), empty for problems of the whole model; ``code`` is a stable kebab-case kind:
-    checker, graph, shape, shape-internal, opset, ir-version, split-sizes, split-num-outputs,
-    custom-domain, verify.
+    name), empty for problems of the whole model; ``code`` is a stable kebab-case kind (see
+    CODES); ``severity`` is ``error`` or ``warning`` (see WARNINGS).
     """
 
     file: str
     node: str
     code: str
     message: str
+    severity: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.severity:
+            severity = "warning" if self.code in WARNINGS else "error"
+            object.__setattr__(self, "severity", severity)
 
     def __str__(self) -> str:
         where = f"{self.file}: {self.node}: " if self.node else f"{self.file}: "
-        return f"{where}{self.message} [{self.code}]"
+        return f"{where}{self.message} [{self.code}, {self.severity}]"
 
     def to_json(self) -> dict[str, str]:
         return asdict(self)
+
+    def fails(self, fail_on: str) -> bool:
+        """Whether this problem fails a run with ``--fail-on fail_on``."""
+        return SEVERITIES.index(self.severity) >= SEVERITIES.index(fail_on)
 
 
 @dataclass(frozen=True)
@@ -316,7 +359,12 @@ def _shape_problems(model: Model, file: str, skip: set[str]) -> list[Problem]:
     from onnxforge.shape_infer import infer  # the rules are only loaded when inference runs
 
     found = []
-    for error in infer(model).errors:
+    report = infer(model)
+    for stale in report.stale:  # onnxruntime runs these: a warning, as `infer` prints it
+        op_type = stale.op.rsplit("-", 1)[0]
+        label = f"{op_type} {stale.node!r}" if stale.node else f"{op_type} (output {stale.name!r})"
+        found.append(Problem(file, label, "stale-shape", str(stale)))
+    for error in report.errors:
         if error.op == "Split-18" and error.node in skip and "num_outputs" in error.reason:
             continue  # the Split-18 check named it already
         op_type = error.op.rsplit("-", 1)[0]
@@ -331,11 +379,66 @@ def _shape_problems(model: Model, file: str, skip: set[str]) -> list[Problem]:
     return found
 
 
+def _hygiene_problems(model: Model, file: str) -> list[Problem]:
+    """Warnings: graph inputs nothing reads, initializers with the same data, subgraph names
+    that shadow a name of an enclosing graph."""
+    found = []
+    graph = model.graph
+    outputs = set(graph.outputs)
+    for value in graph.inputs:
+        if value.const is None and not graph.consumers(value) and value not in outputs:
+            found.append(
+                Problem(file, "", "unused-input", f"graph input {value.name!r} is never read")
+            )
+    groups: dict[tuple[int, tuple[int, ...], int], list[Value]] = {}
+    for g in walk_graphs(graph):
+        for value in g.initializers:
+            if isinstance(value.const, Tensor) and value.const.nbytes >= MIN_DUPLICATE_BYTES:
+                key = (value.const.dtype, tuple(value.const.shape), value.const.nbytes)
+                groups.setdefault(key, []).append(value)
+    for members in groups.values():
+        by_digest: dict[bytes, list[str]] = {}
+        for value in members if len(members) > 1 else []:
+            data = np.ascontiguousarray(value.const.numpy())  # type: ignore[union-attr]
+            digest = hashlib.blake2b(data.view(np.uint8).data).digest()  # no copy
+            by_digest.setdefault(digest, []).append(value.name)
+        for same in by_digest.values():
+            if len(same) > 1:
+                message = f"initializers {', '.join(map(repr, same))} hold the same data"
+                found.append(Problem(file, "", "duplicate-initializer", message))
+    for place in _places(model):
+        inner = place.graph
+        if inner.parent is None:
+            continue
+        outer: set[str] = set()
+        parent: Graph | None = inner.parent
+        while parent is not None:
+            outer |= {v.name for v in parent.values() if v.graph is parent}
+            parent = parent.parent
+        shadowed = sorted({v.name for v in inner.values() if v.graph is inner} & outer)
+        if shadowed:
+            names = ", ".join(map(repr, shadowed[:10]))
+            message = f"{place.where}the body defines {names}, also defined outside it"
+            found.append(Problem(file, "", "shadowed-name", message))
+    return found
+
+
 # -- running the model ----------------------------------------------------------------------------
+CANDIDATE_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 224, 256, 320, 512, 640)
+"""Sizes ``--verify`` gives the symbolic dims, in order, until the model runs: 1 is cheap;
+strided convolutions with a Concat of feature maps (YOLO) need 32 or 64; a reflect Pad over
+audio needs 2 and more; image models know 224 to 640."""
+_MASK = ("mask",)
+_IDS = ("id", "token", "index", "indices", "position", "label")
+
+
 def _random_input(
-    value: Value, shapes: Mapping[str, Sequence[int]], rng: np.random.Generator
+    value: Value, shapes: Mapping[str, Sequence[int]], size: int, rng: np.random.Generator
 ) -> np.ndarray | str:
-    """An array for a graph input, or why none can be made."""
+    """An array for a graph input, symbolic and unknown dims ``size``, or why none can be made.
+
+    Integers are small and non-negative: masks are ones, ids and tokens 0 or 1 (valid for any
+    vocabulary), other integers zeros."""
     t = value.type
     if not isinstance(t, TensorType):
         return f"input {value.name!r} is not a tensor ({t}); give the model tensor inputs"
@@ -344,7 +447,7 @@ def _random_input(
     elif t.shape is None:
         return f"input {value.name!r} has no shape; give one with --input-shape {value.name}=..."
     else:
-        dims = [d if isinstance(d, int) else 1 for d in t.shape]
+        dims = [d if isinstance(d, int) else size for d in t.shape]
     if math.prod(dims) > MAX_INPUT_ELEMENTS:
         return (
             f"input {value.name!r} of shape {dims} has {math.prod(dims)} elements, more than "
@@ -352,8 +455,9 @@ def _random_input(
         )
     if t.dtype == DType.STRING:
         return np.full(dims, "", dtype=object)
+    name = value.name.lower()
     if t.dtype == DType.BOOL:
-        return np.zeros(dims, dtype=bool)
+        return np.ones(dims, dtype=bool) if any(m in name for m in _MASK) else np.zeros(dims, bool)
     np_dtype = DType(t.dtype).numpy if t.dtype in DType._value2member_map_ else None
     if np_dtype is None:
         return f"input {value.name!r} is {t}: no numpy type to feed it from Python"
@@ -361,7 +465,23 @@ def _random_input(
         return rng.standard_normal(dims).astype(np_dtype)
     if np_dtype.kind == "c":
         return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(np_dtype)
-    return np.zeros(dims, dtype=np_dtype)  # ids, indices, masks: 0 is valid for all of them
+    if any(m in name for m in _MASK):
+        return np.ones(dims, dtype=np_dtype)
+    if any(m in name for m in _IDS):
+        return rng.integers(0, 2, dims).astype(np_dtype)
+    return np.zeros(dims, dtype=np_dtype)
+
+
+def _symbolic(model: Model, shapes: Mapping[str, Sequence[int]]) -> bool:
+    """Whether an input has a dim --verify chooses (not static, not fixed by --input-shape)."""
+    return any(
+        isinstance(v.type, TensorType)
+        and v.type.shape is not None
+        and v.name not in shapes
+        and not all(isinstance(d, int) for d in v.type.shape)
+        for v in model.graph.inputs
+        if v.const is None
+    )
 
 
 def _verify(
@@ -370,34 +490,62 @@ def _verify(
     file: str,
     runtimes: Sequence[str],
     shapes: Mapping[str, Sequence[int]],
+    *,
+    sizes: Sequence[int] = CANDIDATE_SIZES,
+    ran_with: dict[str, dict[str, list[int]]] | None = None,
 ) -> list[Problem]:
-    """Load and run the model once in each runtime, in a child process: a runtime that aborts
-    (onnxruntime does on some invalid models) is a problem, not the end of the check."""
-    rng = np.random.default_rng(0)
-    feeds: dict[str, np.ndarray] = {}
-    found = []
-    for value in model.graph.inputs:
-        if value.const is not None:
-            continue  # an initializer that is also an input: the runtime uses its value
-        made = _random_input(value, shapes, rng)
-        if isinstance(made, str):
-            found.append(Problem(file, "", "verify", f"cannot run the model: {made}"))
-        else:
-            feeds[value.name] = made
+    """Load and run the model in each runtime, in a child process (a runtime that aborts, as
+    onnxruntime does on some invalid models, is a problem, not the end of the check). Every
+    symbolic dim takes the same size, so dims the model relates (one symbol) stay equal; the
+    candidate sizes are tried in order and the first that runs wins. Only a model that fails
+    on every size is a problem, and its message names the sizes tried."""
     unknown = sorted(set(shapes) - {v.name for v in model.graph.inputs})
-    for name in unknown:
-        found.append(Problem(file, "", "verify", f"--input-shape names {name!r}, not an input"))
+    found = [
+        Problem(file, "", "verify", f"--input-shape names {name!r}, not an input")
+        for name in unknown
+    ]
     if found:
         return found
+    candidates = list(sizes) if _symbolic(model, shapes) else list(sizes[:1])
     with tempfile.TemporaryDirectory(prefix="onnxforge-check-") as tmp:
         folder = Path(tmp)
         if path is None:
             path = folder / "model.onnx"
             save(model, path)
         for runtime in runtimes:
-            message = run_in_child(runtime, path, [feeds], folder).error
-            if message:
-                found.append(Problem(file, "", "verify", message))
+            tried: list[int] = []
+            last = ""
+            for size in candidates:
+                rng = np.random.default_rng(0)
+                feeds: dict[str, np.ndarray] = {}
+                made: np.ndarray | str = ""
+                for value in model.graph.inputs:
+                    if value.const is not None:
+                        continue  # an initializer that is also an input: its value is used
+                    made = _random_input(value, shapes, size, rng)
+                    if isinstance(made, str):
+                        break
+                    feeds[value.name] = made
+                if isinstance(made, str):
+                    last = made
+                    if not tried:  # no input can be made at all: name it
+                        found.append(Problem(file, "", "verify", f"cannot run the model: {made}"))
+                    break
+                tried.append(size)
+                last = run_in_child(runtime, path, [feeds], folder).error or ""
+                if not last:
+                    logger.info("%s runs %s with symbolic dims %d", runtime, file, size)
+                    if ran_with is not None:
+                        ran_with[runtime] = {k: list(v.shape) for k, v in feeds.items()}
+                    break
+            else:
+                if len(tried) > 1:
+                    shown = ", ".join(map(str, tried))
+                    last += (
+                        f" (tried with symbolic dims {shown}; set the sizes with "
+                        "--input-shape NAME=D1,D2,...)"
+                    )
+                found.append(Problem(file, "", "verify", last))
     return found
 
 
@@ -409,6 +557,7 @@ def check(
     max_ir: int | None = None,
     verify: Sequence[str] = (),
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    ran_with: dict[str, dict[str, list[int]]] | None = None,
 ) -> list[Problem]:
     """Every problem that would stop ``model`` from being deployed; empty when it is fit.
 
@@ -421,11 +570,18 @@ def check(
     num_outputs that is not their output count; ops of domains that neither ONNX, the
     runtime (com.microsoft for onnxruntime) nor a local function defines.
 
-    ``verify``: runtimes (onnxruntime, openvino) to load the model in and run once, on random
-    floats and zero integers (symbolic dims 1, or ``input_shapes[name]``), each in a child
-    process. It runs only when every other check passed: a model with problems may crash the
-    runtime. A Model object is checked as it is (the checker sees a copy with every weight
-    embedded) and, as shape_infer.infer does, gets its inferred types.
+    Warnings (severity ``warning``: the model runs, a consumer could trip): declared shapes
+    that contradict inference, negative declared dims, unused graph inputs, initializers with
+    the same data, subgraph names that shadow outer ones.
+
+    ``verify``: runtimes (onnxruntime, openvino) to load the model in and run, each in a child
+    process, on random floats, small non-negative integers (masks ones, ids 0 or 1) and every
+    symbolic dim one size from CANDIDATE_SIZES, tried in order until one runs (or
+    ``input_shapes[name]``); ``ran_with`` (a dict) gets each runtime's input shapes that ran.
+    It runs only when no error but the checker's was found (a model with errors may crash the
+    runtime); when every runtime runs the model, the checker's findings become warnings. A Model
+    object is checked as it is (the checker sees a copy with every weight embedded) and, as
+    shape_infer.infer does, gets its inferred types.
 
     Raises ModelReadError for an unreadable file, RuntimeUnavailableError when a runtime
     asked for is not installed.
@@ -451,8 +607,22 @@ def check(
     splits, split_nodes = _split_problems(loaded, file)
     found += splits
     found += _domain_problems(loaded, file, limits)
+    if path is not None:
+        found += [Problem(file, "", "negative-dim", m) for m in negative_dims(path)]
     if not any(p.code == "graph" for p in found):  # inference needs a sound graph
         found += _shape_problems(loaded, file, split_nodes)
-    if verify and not found:
-        found += _verify(loaded, path, file, verify, input_shapes or {})
+        found += _hygiene_problems(loaded, file)
+    # onnx's checker is stricter than the runtimes (a graph output without a shape): what it
+    # alone finds does not stop the run, and when every runtime runs the model it is a warning.
+    if verify and not any(p.severity == "error" and p.code != "checker" for p in found):
+        failed = _verify(loaded, path, file, verify, input_shapes or {}, ran_with=ran_with)
+        if not failed:
+            names = " and ".join(verify)
+            found = [
+                Problem(p.file, p.node, p.code, f"{p.message} ({names} runs the model)", "warning")
+                if p.code == "checker"
+                else p
+                for p in found
+            ]
+        found += failed
     return found

@@ -60,9 +60,14 @@ def _codes(problems: list[Problem]) -> list[str]:
 
 
 @pytest.mark.parametrize("path", sorted(LIGHT_DIR.glob("*.onnx")), ids=lambda p: p.stem)
-def test_the_zoo_models_have_no_problem(path: Path) -> None:
-    assert onnxforge.check(path) == []
-    assert onnxforge.check(path, runtime="onnxruntime", max_opset=18, max_ir=10) == []
+def test_the_zoo_models_have_no_error(path: Path) -> None:
+    # The light zoo models share some batch-norm constants: duplicate-initializer warnings.
+    for found in (
+        onnxforge.check(path),
+        onnxforge.check(path, runtime="onnxruntime", max_opset=18, max_ir=10),
+    ):
+        assert [p for p in found if p.severity == "error"] == []
+        assert {p.code for p in found} <= {"duplicate-initializer"}
 
 
 def test_a_split_18_without_sizes_is_named_by_its_node(tmp_path: Path) -> None:
@@ -297,10 +302,13 @@ def test_input_shapes_fix_the_dims_verify_feeds(tmp_path: Path) -> None:
         y = Reshape(x, s)
     }""",
     )
-    # N = 1 cannot be reshaped to [2, 6]; N = 4 can
-    [problem] = onnxforge.check(path, verify=["onnxruntime"])
+    # N = 1 and N = 2 cannot be reshaped to [2, 6]; N = 4, the third size tried, can
+    ran: dict[str, dict[str, list[int]]] = {}
+    assert onnxforge.check(path, verify=["onnxruntime"], ran_with=ran) == []
+    assert ran == {"onnxruntime": {"x": [4, 3]}}
+    [problem] = onnxforge.check(path, verify=["onnxruntime"], input_shapes={"x": [1, 3]})
     assert problem.message.startswith("onnxruntime failed to run the model: ")
-    assert onnxforge.check(path, verify=["onnxruntime"], input_shapes={"x": [4, 3]}) == []
+    assert "tried" not in problem.message  # the user's shape: nothing else was tried
     [unknown] = onnxforge.check(path, verify=["onnxruntime"], input_shapes={"z": [1]})
     assert unknown.message == "--input-shape names 'z', not an input"
 

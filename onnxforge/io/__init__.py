@@ -7,6 +7,7 @@ __all__ = [
     "PROTOBUF_LIMIT",
     "checker_problems",
     "data_files",
+    "negative_dims",
     "from_proto",
     "function_from_proto",
     "load",
@@ -169,6 +170,36 @@ def checker_problems(model: Model | str | os.PathLike[str]) -> list[str]:
         lines = (line.strip() for line in text.splitlines())
         return [" ".join(line for line in lines if line)]
     return []
+
+
+def negative_dims(path: str | os.PathLike[str]) -> list[str]:
+    """The declared types with a negative ``dim_value`` (paddle2onnx's -1), one line each:
+    ``load`` reads those dims as unknown; ``check`` warns about them. External data is not
+    read."""
+    model = onnx.load(os.fspath(path), load_external_data=False)
+    found: list[str] = []
+
+    def visit(graph: onnx.GraphProto, where: str) -> None:
+        for kind, infos in (
+            ("input", graph.input),
+            ("output", graph.output),
+            ("value_info", graph.value_info),
+        ):
+            for vi in infos:
+                dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else []
+                if any(d.HasField("dim_value") and d.dim_value < 0 for d in dims):
+                    shown = [
+                        d.dim_value if d.HasField("dim_value") else d.dim_param or "?"
+                        for d in dims
+                    ]
+                    found.append(f"{where}{kind} {vi.name!r} is declared with dims {shown}")
+        for node in graph.node:
+            for attr in node.attribute:
+                for body in [attr.g, *attr.graphs] if attr.HasField("g") else attr.graphs:
+                    visit(body, f"{where}in {node.op_type} {node.name!r} body {body.name!r}: ")
+
+    visit(model.graph, "")
+    return found
 
 
 def node_to_proto(op: Op) -> onnx.NodeProto:

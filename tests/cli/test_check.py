@@ -75,8 +75,12 @@ def _invoke(*args: str):
 def test_the_zoo_models_pass_in_one_call() -> None:
     result = _invoke(*map(str, LIGHT_MODELS), "--runtime", "onnxruntime")
     assert result.exit_code == 0, result.output
-    assert result.stdout == ""
-    assert result.stderr.strip() == f"{len(LIGHT_MODELS)} files checked: no problems"
+    lines = result.stdout.splitlines()
+    assert lines and all(ln.endswith("[duplicate-initializer, warning]") for ln in lines)
+    assert result.stderr.strip().startswith(f"{len(LIGHT_MODELS)} files checked: ")
+    assert "warnings do not fail the run" in result.stderr
+    strict = _invoke(*map(str, LIGHT_MODELS), "--runtime", "onnxruntime", "--fail-on", "warning")
+    assert strict.exit_code == 1
 
 
 @pytest.mark.parametrize("kind", sorted(BROKEN))
@@ -86,12 +90,12 @@ def test_a_broken_model_exits_1_with_the_problem_named(tmp_path: Path, kind: str
     result = _invoke(str(path), "--max-opset", "17")
     assert result.exit_code == 1, result.output
     lines = result.stdout.splitlines()
-    ours = [line for line in lines if line.endswith(f"[{code}]")]
+    ours = [line for line in lines if line.endswith(f"[{code}, error]")]
     assert len(ours) == 1, result.stdout
     prefix = f"{path}: {node}: " if node else f"{path}: "
     assert ours[0].startswith(prefix)
     assert "Traceback" not in result.output
-    assert re.fullmatch(r"1 file checked: \d problems? in 1 file", result.stderr.strip())
+    assert re.fullmatch(r"1 file checked: \d errors? in 1 file", result.stderr.strip())
 
 
 def test_several_files_are_all_checked_and_the_worst_code_wins(tmp_path: Path) -> None:
@@ -102,14 +106,14 @@ def test_several_files_are_all_checked_and_the_worst_code_wins(tmp_path: Path) -
     assert result.exit_code == 1
     files = [line.split(": ", 1)[0] for line in result.stdout.splitlines()]
     assert files == [str(split), str(sub)]
-    assert result.stderr.strip() == "3 files checked: 2 problems in 2 files"
+    assert result.stderr.strip() == "3 files checked: 2 errors in 2 files"
 
     missing = tmp_path / "missing.onnx"
     result = _invoke(str(split), str(missing), str(good))
     assert result.exit_code == 2
     assert result.stdout.startswith(f"{split}: ")  # files after the unreadable one still run
     assert f"error: {missing}: " in result.stderr
-    assert "3 files checked: 1 problem in 1 file, 1 unreadable" in result.stderr
+    assert "3 files checked: 1 error in 1 file; 1 unreadable" in result.stderr
 
 
 def test_a_missing_or_corrupt_file_exits_2(tmp_path: Path) -> None:
@@ -140,6 +144,7 @@ def test_json_is_valid_and_lists_every_file(tmp_path: Path) -> None:
         "file": str(sub),
         "node": "Sub (unnamed)",
         "code": "shape",
+        "severity": "error",
         "message": problem["message"],
     }
     assert "[2,3] and [4]" in problem["message"]
@@ -186,8 +191,8 @@ def test_verify_runs_the_model_and_is_skipped_on_a_model_with_problems(tmp_path:
     )
     result = _invoke(str(split), "--verify", "onnxruntime")  # onnxruntime would abort on it
     assert result.exit_code == 1
-    assert result.stdout.strip().endswith("[split-num-outputs]")
-    assert f"note: {split}: not run on onnxruntime: fix the problems above first" in result.stderr
+    assert result.stdout.strip().endswith("[split-num-outputs, error]")
+    assert f"note: {split}: not run on onnxruntime: fix the errors above first" in result.stderr
 
 
 def test_verify_openvino_without_openvino_exits_2_naming_the_extra(
@@ -275,4 +280,4 @@ def test_the_pre_commit_hook_runs_in_a_git_repo(tmp_path: Path) -> None:
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert re.search(r"onnxforge check\.+Failed", failed.stdout)
     assert "models/bad.onnx: Sub (unnamed): Sub-14" in failed.stdout
-    assert "[shape]" in failed.stdout
+    assert "[shape, error]" in failed.stdout
