@@ -20,6 +20,8 @@ __all__ = [
     "schema_shape",
     "schema_versions",
     "since_version",
+    "runtime_defined",
+    "RUNTIME_DEFINED",
 ]
 
 import functools
@@ -49,6 +51,19 @@ from 13, the others from 18)."""
 
 def _domain(domain: str) -> str:
     return "" if domain == "ai.onnx" else domain
+
+
+RUNTIME_DEFINED = frozenset({"LayerNormalization", "SimplifiedLayerNormalization"})
+"""Ops onnxruntime defines in the ONNX domain from opset 1 (its contrib_defs.cc), which its
+transformers optimizer writes into models of any opset: LayerNormalization before ONNX
+added it at 17, SimplifiedLayerNormalization always. onnxruntime runs them; so do we."""
+
+
+def runtime_defined(op_type: str, opset: int, domain: str = "") -> bool:
+    """True for an op of RUNTIME_DEFINED that ONNX itself does not define at ``opset``."""
+    return (
+        _domain(domain) == "" and op_type in RUNTIME_DEFINED and not defs.has(op_type, opset, "")
+    )
 
 
 @functools.cache

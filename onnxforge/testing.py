@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-__all__ = ["assert_models_close", "model_from_text", "random_feeds", "run_onnxruntime"]
+__all__ = [
+    "Observed",
+    "ShapeTally",
+    "assert_models_close",
+    "declared_dims",
+    "model_from_text",
+    "observe",
+    "random_feeds",
+    "run_onnxruntime",
+    "strip_shapes",
+    "tally",
+]
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -79,3 +91,194 @@ def assert_models_close(
     assert len(want) == len(got), f"{len(want)} outputs before, {len(got)} after"
     for i, (w, g) in enumerate(zip(want, got, strict=True)):
         np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"output {i}")
+
+
+# -- shapes against onnxruntime -------------------------------------------------------------------
+SIZES = (2, 3, 4, 8, 16, 32, 64)
+"""Sizes tried for symbolic input dims; the first two that onnxruntime runs are compared."""
+
+
+@dataclass
+class ShapeTally:
+    """How one tool's shapes compare with what onnxruntime computes, value by value."""
+
+    values: int = 0
+    agree: int = 0
+    wrong: list[str] = field(default_factory=list)
+    unresolved: list[str] = field(default_factory=list)
+    failed: str = ""
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "values": self.values,
+            "agree": self.agree,
+            "wrong": len(self.wrong),
+            "unresolved": len(self.unresolved),
+        }
+
+
+@dataclass
+class Observed:
+    """onnxruntime's run of a model with every main-graph value exposed, at two sizes."""
+
+    bindings: list[dict[str, int]]
+    shapes: list[dict[str, tuple[int, ...]]]
+    feeds: list[dict[str, np.ndarray]]
+
+
+def _input_dims(vi: onnx.ValueInfoProto) -> list[int | str | None]:
+    dims: list[int | str | None] = []
+    for d in vi.type.tensor_type.shape.dim:
+        if d.HasField("dim_value") and d.dim_value >= 0:
+            dims.append(d.dim_value)
+        else:
+            dims.append(d.dim_param or None)
+    return dims
+
+
+def _feeds(proto: onnx.ModelProto, size: int, seed: int) -> tuple[dict[str, np.ndarray], dict]:
+    from onnx import helper  # noqa: PLC0415
+
+    rng = np.random.default_rng(seed)
+    inits = {t.name for t in proto.graph.initializer}
+    feeds: dict[str, np.ndarray] = {}
+    bindings: dict[str, int] = {}
+    for vi in proto.graph.input:
+        if vi.name in inits or not vi.type.HasField("tensor_type"):
+            continue
+        shape = []
+        for d in _input_dims(vi):
+            if isinstance(d, int):
+                shape.append(d)
+            else:
+                if d:
+                    bindings[d] = size
+                shape.append(size)
+        dtype = helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+        name = vi.name.lower()
+        if dtype.kind in "iu":
+            ones = "mask" in name
+            feeds[vi.name] = (np.ones(shape) if ones else rng.integers(0, 2, shape)).astype(dtype)
+        elif dtype.kind == "b":
+            feeds[vi.name] = np.ones(shape, dtype=dtype)
+        elif dtype.kind == "O":
+            feeds[vi.name] = np.full(shape, "a", dtype=object)
+        else:
+            feeds[vi.name] = rng.standard_normal(shape).astype(dtype)
+    return feeds, bindings
+
+
+def observe(proto: onnx.ModelProto, sizes: Sequence[int] = SIZES) -> Observed | str:
+    """Run the model in onnxruntime (optimizations off) with every main-graph value exposed,
+    at the first two sizes of ``sizes`` it runs with; or why it runs with none."""
+    import onnxruntime as ort
+
+    exposed = onnx.ModelProto.FromString(proto.SerializeToString())
+    listed = {o.name for o in exposed.graph.output}
+    for node in exposed.graph.node:
+        for name in node.output:
+            if name and name not in listed:
+                exposed.graph.output.append(onnx.ValueInfoProto(name=name))
+                listed.add(name)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    try:
+        session = ort.InferenceSession(
+            exposed.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # noqa: BLE001  (any failure is the answer)
+        return f"onnxruntime cannot load it: {exc}"
+    names = [o.name for o in session.get_outputs()]
+    result = Observed([], [], [])
+    error = ""
+    for size in sizes:
+        feeds, bindings = _feeds(proto, size, seed=size)
+        try:
+            outputs = session.run(names, feeds)
+        except Exception as exc:  # noqa: BLE001
+            error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            continue
+        result.bindings.append(bindings)
+        result.feeds.append(feeds)
+        result.shapes.append(
+            {n: o.shape for n, o in zip(names, outputs, strict=True) if isinstance(o, np.ndarray)}
+        )
+        if len(result.shapes) == 2:
+            return result
+    return result if result.shapes else f"onnxruntime runs it at no size tried: {error}"
+
+
+def tally(
+    types: Mapping[str, tuple[Any, ...] | None],
+    observed: Observed,
+    evaluate_dim: Callable[[Any, Mapping[str, int]], int | None],
+) -> ShapeTally:
+    """Compare a tool's shapes (value name -> dims, None for an unknown rank) with onnxruntime.
+
+    A value agrees when its rank and every dim, evaluated with the input symbols' sizes, equal
+    what onnxruntime computes at both sizes; it is wrong when the rank or an evaluable dim
+    differs; unresolved when a dim cannot be evaluated (unknown, or an expression over a name
+    no input binds). A lone name no input binds (a fresh ``unk__3``, a data-dependent size) is
+    bound to its first size in each run, so every value it sizes must agree with that."""
+    out = ShapeTally()
+    runs = [dict(b) for b in observed.bindings]  # input sizes, then names bound on first sight
+    for name in observed.shapes[0]:
+        if any(name in feeds for feeds in observed.feeds):
+            continue
+        out.values += 1
+        dims = types.get(name)
+        if dims is None:
+            out.unresolved.append(f"{name}: no shape")
+            continue
+        verdict = "agree"
+        for bindings, shapes in zip(runs, observed.shapes, strict=True):
+            actual = shapes.get(name)
+            if actual is None:
+                continue
+            if len(dims) != len(actual):
+                verdict = "wrong"
+                break
+            for dim, size in zip(dims, actual, strict=True):
+                value = evaluate_dim(dim, bindings)
+                if value is None and _lone_name(dim) and dim not in bindings:
+                    value = bindings[dim] = size  # a name no input gives (unk__3): its first size
+                if value is None:
+                    verdict = "unresolved" if verdict == "agree" else verdict
+                elif value != size:
+                    verdict = "wrong"
+        if verdict == "wrong":
+            out.wrong.append(f"{name}: {list(dims)}, onnxruntime {list(actual or ())}")
+        elif verdict == "unresolved":
+            out.unresolved.append(f"{name}: {list(dims)}")
+        else:
+            out.agree += 1
+    return out
+
+
+def _lone_name(dim: object) -> bool:
+    from onnxforge.shape_infer.symbolic import parse  # noqa: PLC0415
+
+    return isinstance(dim, str) and bool(dim) and parse(dim).name() == dim
+
+
+def declared_dims(model: onnx.ModelProto) -> dict[str, tuple[Any, ...] | None]:
+    """Every main-graph value's dims as a tool wrote them (value_info, outputs, inputs)."""
+    found: dict[str, tuple[Any, ...] | None] = {}
+    for vi in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
+        t = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if t is None or not t.HasField("shape"):
+            found.setdefault(vi.name, None)
+            continue
+        found[vi.name] = tuple(_input_dims(vi))
+    return found
+
+
+def strip_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy without value_info and without graph-output shapes: what inference must find."""
+    copy = onnx.ModelProto.FromString(proto.SerializeToString())
+    del copy.graph.value_info[:]
+    for output in copy.graph.output:
+        if output.type.HasField("tensor_type"):
+            output.type.tensor_type.ClearField("shape")
+    return copy

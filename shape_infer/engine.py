@@ -410,9 +410,15 @@ class _Engine:
         version = 0
         try:
             function = self.functions.get((op.domain, op.op_type, op.overload))
+            contrib = self.contrib_rule(op, domain, scope) if function is None else None
             if function is not None:
                 label = f"{op.op_type} (local function)"
                 results = self.infer_call(scope, op, function, in_types)
+            elif contrib is not None:
+                label = f"{domain}::{op.op_type}"
+                ctx = InferContext(self, scope, op, 1)
+                tensors = [t if isinstance(t, TensorType) else None for t in in_types]
+                results = contrib(op, tensors, ctx)
             else:
                 if domain not in scope.opsets:
                     raise ShapeError(f"the model imports no opset for domain {domain!r}")
@@ -461,6 +467,19 @@ class _Engine:
                 scope.types[value] = merged
             except ShapeError as e:
                 self.error(scope, op, version, in_types, str(e), label=label)
+
+    @staticmethod
+    def contrib_rule(op: Op, domain: str, scope: _Scope) -> ShapeRule | None:
+        """The rule of an op onnx has no schema for: com.microsoft's (version 1), and
+        onnxruntime's own ONNX-domain ops below the opset ONNX added them at (the same rule
+        as com.microsoft's)."""
+        if domain not in scope.opsets:
+            return None
+        if schemas.runtime_defined(op.op_type, scope.opsets[domain], domain):
+            return SHAPE_RULES.entry(op.op_type, 1, "com.microsoft")
+        if not schemas.has_schema(op.op_type, domain):
+            return SHAPE_RULES.entry(op.op_type, 1, domain)
+        return None
 
     def evaluate(
         self,
@@ -726,6 +745,13 @@ def infer(
     scope = _Scope(model.graph, dict(model.opset_imports), "", types)
     if "ai.onnx" in scope.opsets:
         scope.opsets.setdefault("", scope.opsets["ai.onnx"])
+    interface = set()
+    for value in model.graph.inputs:  # an unnamed input dim (skl2onnx's batch) gets a name, so
+        if value.const is None:  # every value sized by it shares it; the input stays as declared
+            named = engine.name_unknowns(value.type)
+            if named is not value.type:
+                types[value] = named
+                interface.add(value)
     engine.infer_graph(scope)
     report = engine.report
     integer = {v: k for v, k in engine.known.items() if _integer_typed(types.get(v) or v.type)}
@@ -737,7 +763,11 @@ def infer(
     report.known_values = integer  # float shape values stay inside the engine
     for value, t in types.items():
         # Initializers keep their own type; value_info is written only where it says something.
-        if t is not None and (value.const is None or value.type is not None):
+        if (
+            t is not None
+            and value not in interface
+            and (value.const is None or value.type is not None)
+        ):
             value.type = t
     for graph in model.graphs(functions=False):
         for value in graph.values():

@@ -90,8 +90,14 @@ class _Run:
 
     def step(self, op: Op, graph: Graph, ctx: ConvertContext, version: int, where: str) -> None:
         a, b = ctx.from_opset, ctx.to_opset
-        fn = find_adapter(op.op_type, a, b, op.domain)
         label = node_label(op)
+        if schemas.runtime_defined(op.op_type, a, op.domain) and (
+            schemas.runtime_defined(op.op_type, b, op.domain)
+            or schemas.has_schema_at(op.op_type, b, op.domain)
+        ):  # onnxruntime's own LayerNormalization: the same node before and at ONNX's 17
+            self.steps.append(PlannedStep(where, label, op.op_type, a, b, "automatic"))
+            return
+        fn = find_adapter(op.op_type, a, b, op.domain)
         if fn is None:
             problem = automatic_problem(op, graph, ctx, version)
             if problem is None:
@@ -161,7 +167,13 @@ class ConvertOpsetPass(Pass):
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
+        untyped = {v for g in model.graphs() for v in g.values() if v.type is None}
         run = self._run(model, dry_run=False)
+        for graph in model.graphs():  # conversion adds no value_info (inference typed these)
+            interface = set(graph.inputs) | set(graph.outputs)
+            for value in graph.values():
+                if value in untyped and value not in interface:
+                    value.type = None
         if run.problems:
             lines = "\n".join(f"  {s}" for s in run.problems)
             raise AdapterError(

@@ -41,7 +41,9 @@ from onnxforge.shape_infer.symbolic import (
 )
 
 Inputs = Sequence[TensorType | None]
-BIG = 1 << 62  # ends at or past this mean "to the end"
+TO_THE_END = (1 << 31) - 1
+"""Ends at or past this mean "to the end": INT64_MAX from PyTorch, INT32_MAX from tf2onnx (no
+dim of a real tensor reaches 2**31)."""
 
 
 def _rank(t: TensorType | None) -> int | None:
@@ -330,9 +332,9 @@ def _slice_len(dim: Dim, start: Dim, end: Dim, step: int, ctx: InferContext) -> 
         return len(range(*slice(start, end, step).indices(dim)))
     if step != 1 or not isinstance(start, int):
         return None
-    if isinstance(end, int) and end >= BIG // 4 and start >= 0:
+    if isinstance(end, int) and end >= TO_THE_END and start >= 0:
         return dim_sub(dim, start) if start else dim  # [k:] of N is N-k (N >= k)
-    if isinstance(end, int) and end >= BIG // 4 and start < 0:
+    if isinstance(end, int) and end >= TO_THE_END and start < 0:
         if isinstance(dim, str) and not is_unknown_symbol(dim):
             ctx.assume(dim, -start, ">=")
             return -start  # [-k:] of N is k when N >= k

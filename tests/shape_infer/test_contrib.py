@@ -1,0 +1,162 @@
+"""Shape rules of the com.microsoft ops onnxruntime's transformers optimizer and quantizer
+write, and of its ONNX-domain LayerNormalization below opset 17: one node each, symbolic batch
+and sequence, and onnxruntime's output shapes at two sizes equal the inferred ones evaluated."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxforge.io import from_proto
+from onnxforge.ir import TensorType
+from onnxforge.shape_infer import infer
+from onnxforge.shape_infer.symbolic import evaluate
+
+ort = pytest.importorskip("onnxruntime")
+RNG = np.random.default_rng(0)
+F, U8, I32, I64 = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT32, TensorProto.INT64
+B, S = "batch", "sequence"
+
+
+def _w(*shape: int, dtype: type = np.float32) -> np.ndarray:
+    if dtype is np.uint8:
+        return RNG.integers(0, 255, shape).astype(np.uint8)
+    return (RNG.standard_normal(shape) * 0.1).astype(dtype)
+
+
+# name: (op_type, inputs: (name, elem type, dims) for graph inputs or an array for weights,
+#        attributes, output count, domain, opset)
+CASES: dict[str, tuple] = {
+    "attention_with_present": (
+        "Attention",
+        [("x", F, [B, S, 16]), _w(16, 48), _w(48)],
+        {"num_heads": 4},
+        2,
+    ),
+    "skip_layer_norm_all_outputs": (
+        "SkipLayerNormalization",
+        [("x", F, [B, S, 8]), ("skip", F, [B, S, 8]), _w(8), _w(8), _w(8)],
+        {},
+        4,
+    ),
+    "skip_simplified_layer_norm": (
+        "SkipSimplifiedLayerNormalization",
+        [("x", F, [B, S, 8]), ("skip", F, [B, S, 8]), _w(8)],
+        {},
+        1,
+    ),
+    "embed_layer_norm": (
+        "EmbedLayerNormalization",
+        [
+            ("ids", I32, [B, S]),
+            ("types", I32, [B, S]),
+            _w(10, 8),
+            _w(16, 8),
+            _w(2, 8),
+            _w(8),
+            _w(8),
+        ],
+        {},
+        2,
+    ),
+    "fast_gelu": ("FastGelu", [("x", F, [B, S, 8]), _w(8)], {}, 1),
+    "bias_gelu": ("BiasGelu", [("x", F, [B, S, 8]), _w(8)], {}, 1),
+    "gelu": ("Gelu", [("x", F, [B, S, 8])], {}, 1),
+    "quick_gelu": ("QuickGelu", [("x", F, [B, S, 8])], {}, 1),
+    "fused_matmul_trans_b": (
+        "FusedMatMul",
+        [("x", F, [B, S, 8]), _w(6, 8)],
+        {"transB": 1},
+        1,
+    ),
+    "qlinear_add": (
+        "QLinearAdd",
+        [("a", U8, [B, 4]), np.float32(0.1), np.uint8(3), _w(4, dtype=np.uint8)]
+        + [np.float32(0.2), np.uint8(5), np.float32(0.3), np.uint8(7)],
+        {},
+        1,
+    ),
+    "qlinear_sigmoid": (
+        "QLinearSigmoid",
+        [("a", U8, [B, S]), np.float32(0.1), np.uint8(3), np.float32(0.02), np.uint8(0)],
+        {},
+        1,
+    ),
+    "qlinear_global_average_pool": (
+        "QLinearGlobalAveragePool",
+        [("a", U8, [B, 3, S, S]), np.float32(0.1), np.uint8(3), np.float32(0.1), np.uint8(3)],
+        {"channels_last": 0},
+        1,
+    ),
+    "quantize_linear": ("QuantizeLinear", [("x", F, [B, S]), np.float32(0.1), np.uint8(3)], {}, 1),
+    "dequantize_linear": (
+        "DequantizeLinear",
+        [("x", U8, [B, S]), np.float32(0.1), np.uint8(3)],
+        {},
+        1,
+    ),
+}
+
+
+def _model(op_type: str, inputs: list, attrs: dict, n_out: int, domain: str = "com.microsoft"):
+    names, graph_inputs, inits = [], [], []
+    for i, spec in enumerate(inputs):
+        if isinstance(spec, tuple):
+            name, dtype, dims = spec
+            graph_inputs.append(helper.make_tensor_value_info(name, dtype, dims))
+        else:
+            name = f"w{i}"
+            inits.append(numpy_helper.from_array(np.asarray(spec), name))
+        names.append(name)
+    outputs = [f"y{i}" for i in range(n_out)]
+    node = helper.make_node(op_type, names, outputs, domain=domain, **attrs)
+    graph = helper.make_graph(
+        [node], "g", graph_inputs, [onnx.ValueInfoProto(name=o) for o in outputs], inits
+    )
+    imports = [helper.make_opsetid("", 14)]
+    if domain:
+        imports.append(helper.make_opsetid(domain, 1))
+    model = helper.make_model(graph, opset_imports=imports)
+    model.ir_version = 8
+    return model
+
+
+def _check(model: onnx.ModelProto) -> None:
+    ours = from_proto(model)
+    report = infer(ours)
+    assert not report.errors, report.errors
+    types = {v.name: v.type for v in ours.graph.outputs}
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for batch, sequence in ((2, 3), (1, 5)):
+        bindings = {B: batch, S: sequence}
+        feeds = {}
+        for vi in model.graph.input:
+            dims = [bindings.get(d.dim_param, d.dim_value) for d in vi.type.tensor_type.shape.dim]
+            dtype = helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+            feeds[vi.name] = (
+                RNG.integers(0, 2, dims).astype(dtype)
+                if dtype.kind in "iu"
+                else RNG.standard_normal(dims).astype(dtype)
+            )
+        names = [o.name for o in session.get_outputs()]
+        for name, array in zip(names, session.run(names, feeds), strict=True):
+            t = types[name]
+            assert isinstance(t, TensorType) and t.shape is not None, (name, t)
+            assert helper.np_dtype_to_tensor_dtype(array.dtype) == t.dtype, (name, t)
+            assert [evaluate(d, bindings) for d in t.shape] == list(array.shape), (name, t)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_contrib_op_shapes_are_what_onnxruntime_computes(name: str) -> None:
+    op_type, inputs, attrs, n_out = CASES[name]
+    _check(_model(op_type, inputs, attrs, n_out))
+
+
+@pytest.mark.parametrize("op_type", ["LayerNormalization", "SimplifiedLayerNormalization"])
+def test_onnxruntimes_own_onnx_domain_norms_at_opset_14_are_inferred(op_type: str) -> None:
+    # onnxruntime's transformers optimizer writes these into opset-14 models; onnx has no
+    # schema for them there
+    weights = [_w(8), _w(8)] if op_type == "LayerNormalization" else [_w(8)]
+    _check(_model(op_type, [("x", F, [B, S, 8]), *weights], {"axis": -1}, 1, domain=""))
