@@ -90,6 +90,24 @@ CASES: dict[str, tuple] = {
         {"channels_last": 0},
         1,
     ),
+    "multi_head_attention": (
+        "MultiHeadAttention",
+        [("q", F, [B, S, 8]), ("k", F, [B, "kv", 8]), ("v", F, [B, "kv", 12])],
+        {"num_heads": 2},
+        1,
+    ),
+    "dynamic_quantize_matmul": (
+        "DynamicQuantizeMatMul",
+        [("a", F, [B, S, 8]), _w(8, 6, dtype=np.uint8), np.float32(0.1), np.uint8(3)],
+        {},
+        1,
+    ),
+    "matmul_integer_to_float": (
+        "MatMulIntegerToFloat",
+        [("a", U8, [B, S, 8]), _w(8, 6, dtype=np.uint8), np.float32(0.1), np.float32(0.2)],
+        {},
+        1,
+    ),
     "quantize_linear": ("QuantizeLinear", [("x", F, [B, S]), np.float32(0.1), np.uint8(3)], {}, 1),
     "dequantize_linear": (
         "DequantizeLinear",
@@ -130,7 +148,7 @@ def _check(model: onnx.ModelProto) -> None:
     types = {v.name: v.type for v in ours.graph.outputs}
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     for batch, sequence in ((2, 3), (1, 5)):
-        bindings = {B: batch, S: sequence}
+        bindings = {B: batch, S: sequence, "kv": sequence + 2}
         feeds = {}
         for vi in model.graph.input:
             dims = [bindings.get(d.dim_param, d.dim_value) for d in vi.type.tensor_type.shape.dim]
