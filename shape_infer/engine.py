@@ -288,19 +288,21 @@ class _Engine:
         self.known: dict[Value, Known] = {}
         self.functions = {f.key: f for f in model.functions}
         self.graph_inputs: dict[Graph, set[Value]] = {}
-        self.taken: set[str] = set()  # every name the model's dims read
-        for graph in model.graphs():
-            for value in graph.values():
-                if isinstance(value.type, TensorType) and value.type.shape:
-                    for d in value.type.shape:
-                        if isinstance(d, str):
-                            self.taken.add(d)
-                            self.taken.update(names(d))
+        self.taken: set[str] | None = None  # every name the model's dims read, when needed
         self.counter = 0
 
     # -- facts about values ----------------------------------------------------------------
     def new_dim(self) -> UnknownDim:
         """A fresh unknown, spelled so that no name of the model is reused."""
+        if self.taken is None:  # read on first need: most models name no unknown at all
+            self.taken = set()
+            for graph in self.model.graphs():
+                for value in graph.values():
+                    if isinstance(value.type, TensorType) and value.type.shape:
+                        for d in value.type.shape:
+                            if isinstance(d, str):
+                                self.taken.add(d)
+                                self.taken.update(names(d))
         while True:
             name = f"{UNKNOWN_PREFIX}{self.counter}"
             self.counter += 1
@@ -475,8 +477,12 @@ class _Engine:
         as com.microsoft's)."""
         if domain not in scope.opsets:
             return None
-        if schemas.runtime_defined(op.op_type, scope.opsets[domain], domain):
-            return SHAPE_RULES.entry(op.op_type, 1, "com.microsoft")
+        if domain == "":  # the common case: only onnxruntime's own ops have a contrib rule
+            if op.op_type in schemas.RUNTIME_DEFINED and schemas.runtime_defined(
+                op.op_type, scope.opsets[domain], domain
+            ):
+                return SHAPE_RULES.entry(op.op_type, 1, "com.microsoft")
+            return None
         if not schemas.has_schema(op.op_type, domain):
             return SHAPE_RULES.entry(op.op_type, 1, domain)
         return None
