@@ -33,12 +33,19 @@ RNG_SEED = 0
 # -- scikit-learn: skl2onnx and onnxmltools -----------------------------------------------------
 def sklearn(out: Path) -> list[str]:
     from skl2onnx import to_onnx
+    from sklearn.compose import ColumnTransformer
     from sklearn.ensemble import GradientBoostingRegressor, RandomForestClassifier
     from sklearn.impute import SimpleImputer
     from sklearn.linear_model import LinearRegression, LogisticRegression
     from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import Binarizer, Normalizer, OneHotEncoder, StandardScaler
-    from sklearn.svm import SVC
+    from sklearn.preprocessing import (
+        Binarizer,
+        Normalizer,
+        OneHotEncoder,
+        OrdinalEncoder,
+        StandardScaler,
+    )
+    from sklearn.svm import SVC, SVR
 
     rng = np.random.default_rng(RNG_SEED)
     x = rng.standard_normal((60, 4)).astype(np.float32)
@@ -57,6 +64,17 @@ def sklearn(out: Path) -> list[str]:
         onx = to_onnx(model, x[:1], options={id(model): options} if options else None)
         _save(onx, out / f"{name}.onnx")
         made.append(name)
+    columns = ColumnTransformer([("s", StandardScaler(), [0, 1]), ("b", Binarizer(), [2, 3])])
+    for name, model in (
+        ("svr", SVR().fit(x, x[:, 0])),  # SVMRegressor
+        # ArrayFeatureExtractor, Scaler, Binarizer, LinearClassifier, ZipMap
+        ("column_transformer", make_pipeline(columns, LogisticRegression()).fit(x, y)),
+    ):
+        _save(to_onnx(model, x[:1]), out / f"{name}.onnx")
+        made.append(name)
+    words = np.array([["a", "x"], ["b", "y"], ["a", "y"]], dtype=object)
+    _save(to_onnx(OrdinalEncoder().fit(words), words[:1]), out / "ordinal_strings.onnx")
+    made.append("ordinal_strings")  # LabelEncoder over strings
     ints = rng.integers(0, 3, (40, 2)).astype(np.int64)
     onehot = OneHotEncoder(handle_unknown="ignore").fit(ints)
     _save(to_onnx(onehot, ints[:1]), out / "onehot.onnx")
@@ -140,6 +158,13 @@ def quantized(out: Path) -> list[str]:
         for fmt, name in ((QuantFormat.QDQ, "static_qdq"), (QuantFormat.QOperator, "static_qop")):
             quantize_static(source, out / f"{name}.onnx", Reader(), quant_format=fmt)
             made.append(name)
+        if importlib.util.find_spec("onnx_ir") is not None:  # the 4-bit quantizer needs it
+            from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+            nbits = MatMulNBitsQuantizer(onnx.load(source), block_size=16, is_symmetric=True)
+            nbits.process()
+            nbits.model.save_model_to_file(str(out / "matmul_4bits.onnx"), False)
+            made.append("matmul_4bits")
     return made
 
 
@@ -192,7 +217,71 @@ def tf2onnx(out: Path) -> list[str]:
         output_path=str(out / "tf_control_flow.onnx"),
     )
     made.append("tf_control_flow")
+    made += _tf_vision_and_control(converter, tf, out)
     return made
+
+
+def _tf_vision_and_control(converter: object, tf: object, out: Path) -> list[str]:
+    """A U-Net with computed-size resizes, detection post-processing (NonMaxSuppression,
+    TopK, NonZero), a TensorArray while-loop, computed pads, einsum."""
+
+    class Up(tf.keras.layers.Layer):  # type: ignore[attr-defined,name-defined,misc]
+        def __init__(self, method: str = "nearest") -> None:
+            super().__init__()
+            self.method = method
+
+        def call(self, x: object) -> object:
+            return tf.image.resize(x, tf.shape(x)[1:3] * 2, method=self.method)  # type: ignore[attr-defined]
+
+    layers = tf.keras.layers  # type: ignore[attr-defined]
+    image = tf.keras.Input((None, None, 3), name="image")  # type: ignore[attr-defined]
+    c1 = layers.Conv2D(8, 3, padding="same", activation="relu")(image)
+    d1 = layers.Conv2D(8, 3, strides=2, padding="same", activation="relu")(c1)
+    d2 = layers.Conv2D(16, 3, strides=2, padding="same", activation="relu")(d1)
+    m1 = layers.Concatenate()([Up()(d2), d1])
+    m2 = layers.Concatenate()([Up("bilinear")(m1), c1])
+    unet = tf.keras.Model(image, layers.Conv2D(2, 1)(m2))  # type: ignore[attr-defined]
+    spec = (tf.TensorSpec((None, None, None, 3), tf.float32, name="image"),)  # type: ignore[attr-defined]
+    _from_keras(converter, tf, unet, spec, opset=13, output_path=str(out / "keras_unet.onnx"))
+
+    @tf.function(  # type: ignore[attr-defined]
+        input_signature=[
+            tf.TensorSpec((None, 4), tf.float32, name="boxes"),  # type: ignore[attr-defined]
+            tf.TensorSpec((None,), tf.float32, name="scores"),  # type: ignore[attr-defined]
+        ]
+    )
+    def detect(boxes: object, scores: object) -> tuple:
+        keep = tf.image.non_max_suppression(boxes, scores, max_output_size=10, iou_threshold=0.5)  # type: ignore[attr-defined]
+        top, idx = tf.math.top_k(scores, k=tf.minimum(5, tf.shape(scores)[0]))  # type: ignore[attr-defined]
+        hits = tf.where(scores > 0.5)  # type: ignore[attr-defined,operator]
+        masked = tf.boolean_mask(boxes, scores > 0.3)  # type: ignore[attr-defined,operator]
+        return tf.gather(boxes, keep), top, tf.gather(boxes, idx), hits, masked  # type: ignore[attr-defined]
+
+    converter.convert.from_function(  # type: ignore[attr-defined]
+        detect,
+        input_signature=detect.input_signature,
+        opset=13,
+        output_path=str(out / "tf_detect.onnx"),
+    )
+
+    @tf.function(input_signature=[tf.TensorSpec((None, None, 4), tf.float32, name="x")])  # type: ignore[attr-defined]
+    def misc(x: object) -> tuple:
+        n = tf.shape(x)[1]  # type: ignore[attr-defined]
+        array = tf.TensorArray(tf.float32, size=n)  # type: ignore[attr-defined]
+
+        def body(i: object, array: object) -> tuple:
+            return i + 1, array.write(i, tf.reduce_sum(x[:, i, :], axis=-1))  # type: ignore[attr-defined,index,operator]
+
+        _, array = tf.while_loop(lambda i, _: i < n, body, (0, array))  # type: ignore[attr-defined]
+        padded = tf.pad(x, [[0, 0], [0, n % 3 + 1], [0, 0]])  # type: ignore[attr-defined]
+        pairs = tf.einsum("bsd,bte->bste", x, x)  # type: ignore[attr-defined]
+        first = tf.squeeze(x[:, :1, :], axis=1)  # type: ignore[attr-defined,index]
+        return array.stack(), tf.range(n), tf.tile(x, [1, 2, 1]), padded, pairs, first  # type: ignore[attr-defined]
+
+    converter.convert.from_function(  # type: ignore[attr-defined]
+        misc, input_signature=misc.input_signature, opset=15, output_path=str(out / "tf_misc.onnx")
+    )
+    return ["keras_unet", "tf_detect", "tf_misc"]
 
 
 def _from_keras(
@@ -242,11 +331,58 @@ def paddle2onnx(out: Path) -> list[str]:
             x, _ = self.lstm(x)
             return nn.functional.softmax(self.fc(x), axis=-1)
 
+    class Det(nn.Layer):
+        """Detector-like: strided convs, an upsample to the size of another feature map, a
+        head reshaped to [N, h*w, 6], TopK, NonZero, a ceil-mode pool over computed sizes."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.c1 = nn.Conv2D(3, 8, 3, stride=2, padding=1)
+            self.c2 = nn.Conv2D(8, 8, 3, stride=2, padding=1)
+            self.head = nn.Conv2D(16, 6, 1)
+
+        def forward(self, x: paddle.Tensor) -> tuple:
+            a = nn.functional.relu(self.c1(x))
+            b = nn.functional.relu(self.c2(a))
+            up = nn.functional.interpolate(b, size=paddle.shape(a)[2:], mode="nearest")
+            y = self.head(paddle.concat([a, up], axis=1))
+            n = paddle.shape(y)[0]
+            y = y.reshape([n, 6, -1]).transpose([0, 2, 1])
+            scores = nn.functional.sigmoid(y[:, :, 0])
+            top, idx = paddle.topk(scores, k=4, axis=1)
+            hits = paddle.nonzero(scores[0] > 0.5)
+            grid = y.transpose([0, 2, 1]).reshape([n, 6, paddle.shape(a)[2], -1])
+            pooled = nn.functional.avg_pool2d(grid, 2, ceil_mode=True)
+            return y, top, idx, hits, pooled
+
+    class Seq(nn.Layer):
+        """Text-like: embedding, GRU, masked mean, argmax, tile and arange by the length."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(50, 8)
+            self.gru = nn.GRU(8, 8)
+            self.fc = nn.Linear(8, 3)
+
+        def forward(self, ids: paddle.Tensor) -> tuple:
+            h, _ = self.gru(self.emb(ids))
+            mask = (ids > 0).astype("float32").unsqueeze(-1)
+            logits = self.fc((h * mask).sum(1) / paddle.clip(mask.sum(1), min=1.0))
+            t = paddle.shape(ids)[1]
+            tiled = paddle.tile(logits.unsqueeze(1), [1, t, 1])
+            pos = paddle.arange(t).unsqueeze(0).expand([paddle.shape(ids)[0], t])
+            return logits, paddle.argmax(logits, axis=-1), tiled, pos
+
+    image = [paddle.static.InputSpec([None, 3, None, None], "float32", "x")]
     made = []
-    for name, net in (("paddle_cnn", Net()), ("paddle_ocr", Ocr())):
+    for name, net, spec, opset in (
+        ("paddle_cnn", Net(), image, 11),
+        ("paddle_ocr", Ocr(), image, 11),
+        ("paddle_det", Det(), image, 13),
+        ("paddle_seq", Seq(), [paddle.static.InputSpec([None, None], "int64", "ids")], 13),
+    ):
         net.eval()
-        spec = [paddle.static.InputSpec([None, 3, None, None], "float32", "x")]
-        paddle.onnx.export(net, str(out / name), input_spec=spec, opset_version=11)
+        paddle.onnx.export(net, str(out / name), input_spec=spec, opset_version=opset)
         made.append(name)
     return made
 
@@ -330,6 +466,177 @@ def torch(out: Path) -> list[str]:
             )
             program.save(str(dynamo))
             made.append(dynamo.stem)
+    return made + _torch_vision_and_control(out)
+
+
+def _torch_vision_and_control(out: Path) -> list[str]:
+    """A YOLO-like detector over dynamic height and width (strided convs, an upsample sliced to
+    the finer map, a head reshaped per anchor with a grid from arange), data-dependent
+    post-processing (masking, TopK by a computed k, NonZero), the ops of item 4 on symbolic
+    dims (einsum, gather, repeat, pad by a computed size, arange, cumsum, split, squeeze of a
+    dim that is 1), and a scripted loop and branch; legacy exports at opsets 11 and 17 and
+    dynamo exports at 18."""
+    import torch as pt
+    from torch import nn
+    from torch.nn import functional as fn
+
+    pt.manual_seed(RNG_SEED)
+
+    class YoloLike(nn.Module):
+        def __init__(self, classes: int = 3, anchors: int = 3) -> None:
+            super().__init__()
+            self.na, self.no = anchors, 5 + classes
+            self.stem = nn.Conv2d(3, 8, 3, 2, 1)
+            self.c2 = nn.Conv2d(8, 16, 3, 2, 1)
+            self.c3 = nn.Conv2d(16, 16, 3, 2, 1)
+            self.c4 = nn.Conv2d(16, 16, 3, 2, 1)
+            self.lateral = nn.Conv2d(16, 16, 1)
+            self.h3 = nn.Conv2d(32, anchors * self.no, 1)
+            self.h4 = nn.Conv2d(16, anchors * self.no, 1)
+
+        def forward(self, x: pt.Tensor) -> pt.Tensor:
+            x = fn.silu(self.c2(fn.silu(self.stem(x))))
+            p3 = fn.silu(self.c3(x))
+            p4 = fn.silu(self.c4(p3))
+            up = fn.interpolate(self.lateral(p4), scale_factor=2.0, mode="nearest")
+            f3 = pt.cat([p3, up[:, :, : p3.shape[2], : p3.shape[3]]], 1)
+            out = []
+            for head, stride in ((self.h3(f3), 8), (self.h4(p4), 16)):
+                b, _, h, w = head.shape
+                y = head.view(b, self.na, self.no, h, w).permute(0, 1, 3, 4, 2).contiguous()
+                gy, gx = pt.meshgrid(pt.arange(h), pt.arange(w), indexing="ij")
+                grid = pt.stack((gx, gy), -1).view(1, 1, h, w, 2).float()
+                xy = (y[..., :2].sigmoid() * 2 - 0.5 + grid) * stride
+                wh = (y[..., 2:4].sigmoid() * 2) ** 2 * stride
+                out.append(pt.cat((xy, wh, y[..., 4:].sigmoid()), -1).view(b, -1, self.no))
+            return pt.cat(out, 1)
+
+    class Postprocess(nn.Module):
+        def forward(self, boxes: pt.Tensor, scores: pt.Tensor) -> tuple:
+            kept = boxes[scores > 0.5]
+            top, idx = pt.topk(scores, min(5, scores.shape[0]))
+            hits = pt.nonzero(scores > 0.3)
+            return kept, top, boxes[idx], hits, kept.sum(0) + boxes[hits[:, 0]].sum(0)
+
+    class Misc(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(pt.randn(8, 6))
+
+        def forward(self, x: pt.Tensor, idx: pt.Tensor) -> tuple:
+            e = pt.einsum("bsd,de->bse", x, self.w)
+            first, rest = pt.split(x, [3, 5], dim=2)
+            return (
+                e,
+                pt.gather(x, 1, idx),
+                x.repeat(1, 2, 1),
+                fn.pad(x, (0, 0, 0, x.shape[1] % 3 + 1)),
+                pt.arange(x.shape[1]).unsqueeze(0).expand(x.shape[0], -1),
+                pt.cumsum(x, 1),
+                x.new_zeros((x.shape[0], x.shape[1] * 2)),
+                x.masked_fill(x > 0, 0.0),
+                first,
+                rest,
+                x.flatten(1),
+                x[:, :1].squeeze(1),
+                pt.chunk(e, 2, dim=2)[1],
+                x.transpose(1, 2).reshape(x.shape[0], -1, 4),
+            )
+
+    @pt.jit.script
+    def repeat_rows(x: pt.Tensor, n: int) -> pt.Tensor:
+        acc = x
+        for _ in range(n):
+            acc = pt.cat([acc, x], 0)
+        return acc
+
+    class Control(nn.Module):
+        def forward(self, x: pt.Tensor) -> tuple:
+            z = x[:, :2] if x.sum() > 0 else x[:, 1:3] * 2
+            return repeat_rows(x, x.shape[1]), z
+
+    image = pt.randn(1, 3, 64, 96)
+    boxes = pt.rand(20, 4) * 10
+    boxes[:, 2:] += boxes[:, :2]
+    x, idx = pt.randn(2, 7, 8), pt.randint(0, 7, (2, 7, 8))
+    hw = {"images": {0: "batch", 2: "height", 3: "width"}}
+    legacy = [
+        ("yolo_like", YoloLike(), (image,), ["images"], hw, (11, 17)),
+        ("postprocess", Postprocess(), (boxes, pt.rand(20)), ["boxes", "scores"],
+         {"boxes": {0: "n"}, "scores": {0: "n"}}, (17,)),
+        ("misc_ops", Misc(), (x, idx), ["x", "idx"],
+         {"x": {0: "b", 1: "s"}, "idx": {0: "b", 1: "s"}}, (17,)),
+        ("control", Control(), (pt.randn(3, 4),), ["x"], {"x": {0: "n", 1: "m"}}, (17,)),
+    ]  # fmt: skip
+    made = []
+    for name, model, args, names, axes, opsets in legacy:
+        for opset in opsets:
+            path = out / f"{name}_op{opset}.onnx"
+            pt.onnx.export(
+                model.eval(), args, str(path), dynamo=False, opset_version=opset,
+                input_names=names, dynamic_axes=axes,
+            )  # fmt: skip
+            made.append(path.stem)
+    dim = pt.export.Dim
+    batch, s = dim("b"), dim("s")
+    dynamo = [
+        ("yolo_like", YoloLike(), (image,), ["images"],
+         {"x": {0: dim("batch"), 2: dim("height", min=32), 3: dim("width", min=32)}}),
+        ("misc_ops", Misc(), (x, idx), ["x", "idx"],
+         {"x": {0: batch, 1: s}, "idx": {0: batch, 1: s}}),
+    ]  # fmt: skip
+    for name, model, args, names, shapes in dynamo:
+        program = pt.onnx.export(
+            model.eval(), args, dynamo=True, opset_version=18, input_names=names,
+            dynamic_shapes=shapes,
+        )  # fmt: skip
+        program.save(str(out / f"{name}_dynamo18.onnx"))
+        made.append(f"{name}_dynamo18")
+    return made
+
+
+# -- onnxscript ---------------------------------------------------------------------------------
+def onnxscript(out: Path) -> list[str]:
+    """Models written as onnxscript functions (``onnxscript_models.py``)."""
+    import onnx
+    import onnxscript_models
+
+    made = []
+    for name, function in onnxscript_models.MODELS.items():
+        model = function.to_model_proto()
+        onnx.checker.check_model(model)
+        onnx.save(model, out / f"onnxscript_{name}.onnx")
+        made.append(f"onnxscript_{name}")
+    return made
+
+
+# -- onnxruntime's transformers optimizer on the shared exports ---------------------------------
+ORT_OPTIMIZED = (
+    ("bert_mini_op11_dyn", "bert", 12, 384),
+    ("gpt2_4l_op13_dyn", "gpt2", 4, 256),
+    ("vit_tiny_op13", "vit", 3, 192),
+)
+"""The exports of ../shared/tools/export_models.py the optimizer fuses (model type, heads,
+hidden size)."""
+
+
+def ortopt(out: Path, exports: Path | None = None) -> list[str]:
+    """onnxruntime's transformers optimizer (opt_level 0) on BERT, GPT-2 and ViT exports of
+    ``../shared/tools/export_models.py`` in ``exports``: Attention, EmbedLayerNormalization,
+    SkipLayerNormalization, BiasGelu, FastGelu."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    if exports is None:
+        return []
+    made = []
+    for name, kind, heads, hidden in ORT_OPTIMIZED:
+        source = exports / f"{name}.onnx"
+        if source.exists():
+            model = optimize_model(
+                str(source), model_type=kind, num_heads=heads, hidden_size=hidden, opt_level=0
+            )
+            model.save_model_to_file(str(out / f"ort_optimized_{name}.onnx"))
+            made.append(f"ort_optimized_{name}")
     return made
 
 
@@ -356,6 +663,8 @@ FAMILIES: dict[str, Callable[[Path], list[str]]] = {
     "tf2onnx": tf2onnx,
     "paddle2onnx": paddle2onnx,
     "torch": torch,
+    "onnxscript": onnxscript,
+    "ortopt": ortopt,
 }
 NEEDS = {
     "sklearn": ("skl2onnx", "sklearn"),
@@ -363,11 +672,16 @@ NEEDS = {
     "tf2onnx": ("tensorflow", "tf2onnx"),
     "paddle2onnx": ("paddle", "paddle2onnx"),
     "torch": ("torch", "transformers", "onnxruntime"),
+    "onnxscript": ("onnxscript",),
+    "ortopt": ("onnxruntime",),
 }
 
 
-def build(out: Path, only: list[str] | None = None) -> dict[str, list[str] | str]:
-    """Make each family under out/<family>; per family the models made or why none were."""
+def build(
+    out: Path, only: list[str] | None = None, exports: Path | None = None
+) -> dict[str, list[str] | str]:
+    """Make each family under out/<family>; per family the models made or why none were.
+    ``exports``: the output of ../shared/tools/export_models.py, which ``ortopt`` optimizes."""
     done: dict[str, list[str] | str] = {}
     for family, make in FAMILIES.items():
         if only and family not in only:
@@ -376,9 +690,12 @@ def build(out: Path, only: list[str] | None = None) -> dict[str, list[str] | str
         if missing:
             done[family] = f"skipped: {', '.join(missing)} not importable"
             continue
+        if family == "ortopt" and exports is None:
+            done[family] = "skipped: no --exports folder"
+            continue
         folder = out / family
         folder.mkdir(parents=True, exist_ok=True)
-        done[family] = make(folder)
+        done[family] = ortopt(folder, exports) if family == "ortopt" else make(folder)
     return done
 
 
@@ -389,13 +706,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=False)
     parser.add_argument("--only", default="")
     parser.add_argument("--list", action="store_true")
+    parser.add_argument("--exports", type=Path, help="export_models.py's output, for ortopt")
     args = parser.parse_args()
     if args.list or args.out is None:
         for family, needs in NEEDS.items():
             print(f"{family}: needs {', '.join(needs)}")
         return
     only = [f for f in args.only.split(",") if f] or None
-    for family, made in build(args.out, only).items():
+    for family, made in build(args.out, only, args.exports).items():
         print(f"{family}: {made if isinstance(made, str) else ', '.join(made)}", file=sys.stderr)
 
 

@@ -38,10 +38,10 @@ def _ours(proto: onnx.ModelProto) -> dict[str, Any]:
     from onnxforge.shape_infer import infer
 
     model = from_proto(proto)
-    infer(model)
+    report = infer(model)
     found: dict[str, Any] = {}
     for value in model.graph.values():
-        t = value.type
+        t = report.input_names.get(value, value.type)
         found[value.name] = (
             tuple(t.shape) if isinstance(t, TensorType) and t.shape is not None else None
         )

@@ -140,7 +140,9 @@ string) or an expression over such names (``N+M``)."""
 class UnknownDim(str):
     """A dim nothing is known about, named by shape inference (``unk__3``) so that the values
     that share it stay equal. A distinct kind, not a spelling: a model's own ``unk__214`` is a
-    plain ``str`` and a real symbol; an ``UnknownDim`` never enters arithmetic. Written out it is
+    plain ``str`` and a real symbol. An ``UnknownDim`` enters arithmetic like any symbol (it is
+    one fixed size, only unknown ahead), but broadcasting takes it as possibly 1 where a named
+    dim is assumed to match (``broadcast.py``). Written out it is
     a plain ``dim_param``, read back a symbol like any other."""
 
     __slots__ = ()

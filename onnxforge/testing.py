@@ -124,6 +124,70 @@ class Observed:
     bindings: list[dict[str, int]]
     shapes: list[dict[str, tuple[int, ...]]]
     feeds: list[dict[str, np.ndarray]]
+    data_dependent: set[str] = field(default_factory=set)
+    """Values whose shape may depend on the contents of the inputs (``data_dependent``)."""
+
+
+DATA_DEPENDENT_OPS = frozenset(
+    {"NonZero", "NonMaxSuppression", "Unique", "Compress", "StringSplit"}
+)
+"""Ops whose output size is decided by the values they read."""
+SIZE_INPUTS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,),
+    "Slice": (1, 2, 3, 4), "Pad": (1, 3), "Resize": (1, 2, 3), "Upsample": (1,), "TopK": (1,),
+    "OneHot": (1,), "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "CenterCropPad": (1, 2),
+    "Col2Im": (1, 2), "AffineGrid": (1,), "MaxUnpool": (2,), "If": (0,), "Loop": (0, 1),
+    "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
+    "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,),
+    "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,), "BlackmanWindow": (0,),
+    "HannWindow": (0,), "HammingWindow": (0,), "STFT": (1, 2, 3), "DFT": (2,),
+}  # fmt: skip
+"""Per op, the inputs whose values decide the output's size."""
+
+
+def data_dependent(graph: onnx.GraphProto) -> set[str]:
+    """The main-graph values whose shape may depend on input contents, not only on input
+    shapes: outputs of NonZero and its kind, of ops whose size inputs (``SIZE_INPUTS``) are
+    computed from input data rather than from shapes, of Loops that may stop early, and
+    everything downstream of those. A fresh symbol is the right answer only there."""
+    inits = {t.name for t in graph.initializer}
+    content = {vi.name for vi in graph.input if vi.name not in inits}  # values read from data
+    shaped: set[str] = set()  # values whose shape may depend on data
+    for node in graph.node:
+        ins = [n for n in node.input if n]
+        if node.op_type in ("Shape", "Size"):
+            from_data = bool(ins) and ins[0] in shaped
+        else:
+            from_data = any(n in content for n in ins)
+        sized = node.op_type in DATA_DEPENDENT_OPS or any(n in shaped for n in ins)
+        sized = sized or any(
+            i < len(node.input) and node.input[i] in content
+            for i in SIZE_INPUTS.get(node.op_type, ())
+        )
+        if node.op_type == "Loop" and not sized:
+            sized = _may_stop_early(node)
+        for out in node.output:
+            if from_data:
+                content.add(out)
+            if sized:
+                shaped.add(out)
+    return shaped
+
+
+def _may_stop_early(node: onnx.NodeProto) -> bool:
+    """A Loop whose body computes its condition (a while loop) runs a data-dependent count."""
+    body = next(a.g for a in node.attribute if a.name == "body")
+    cond_in, cond_out = body.input[1].name, body.output[0].name
+    if cond_out == cond_in:
+        return False
+    producer = next((n for n in body.node if cond_out in n.output), None)
+    return not (
+        producer is not None
+        and (
+            producer.op_type == "Constant"
+            or (producer.op_type == "Identity" and producer.input[0] == cond_in)
+        )
+    )
 
 
 def _input_dims(vi: onnx.ValueInfoProto) -> list[int | str | None]:
@@ -136,9 +200,37 @@ def _input_dims(vi: onnx.ValueInfoProto) -> list[int | str | None]:
     return dims
 
 
-def _feeds(proto: onnx.ModelProto, size: int, seed: int) -> tuple[dict[str, np.ndarray], dict]:
+def _symbols(proto: onnx.ModelProto) -> list[str]:
+    """The named symbolic dims of the graph inputs, in order of first appearance."""
+    found: dict[str, None] = {}
+    inits = {t.name for t in proto.graph.initializer}
+    for vi in proto.graph.input:
+        if vi.name not in inits and vi.type.HasField("tensor_type"):
+            for d in _input_dims(vi):
+                if isinstance(d, str) and d:
+                    found.setdefault(d)
+    return list(found)
+
+
+def _size_plans(symbols: Sequence[str], sizes: Sequence[int]) -> list[tuple[dict[str, int], int]]:
+    """Sizes to try for the input symbols, as (size per symbol, size of unnamed dims): first
+    a different size for each symbol (so a rule that mixes two dims up is caught), then one
+    size for all (models whose differently named dims must match)."""
+    plans: list[tuple[dict[str, int], int]] = []
+    if len(symbols) > 1:
+        for i in range(len(sizes)):
+            spread = {s: sizes[(i + k) % len(sizes)] for k, s in enumerate(symbols)}
+            plans.append((spread, sizes[i]))
+    plans += [(dict.fromkeys(symbols, size), size) for size in sizes]
+    return plans
+
+
+def _feeds(
+    proto: onnx.ModelProto, plan: tuple[Mapping[str, int], int], seed: int
+) -> tuple[dict[str, np.ndarray], dict]:
     from onnx import helper  # noqa: PLC0415
 
+    named, unnamed = plan
     rng = np.random.default_rng(seed)
     inits = {t.name for t in proto.graph.initializer}
     feeds: dict[str, np.ndarray] = {}
@@ -150,10 +242,11 @@ def _feeds(proto: onnx.ModelProto, size: int, seed: int) -> tuple[dict[str, np.n
         for d in _input_dims(vi):
             if isinstance(d, int):
                 shape.append(d)
+            elif d:
+                bindings[d] = named[d]
+                shape.append(named[d])
             else:
-                if d:
-                    bindings[d] = size
-                shape.append(size)
+                shape.append(unnamed)
         dtype = helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
         name = vi.name.lower()
         if dtype.kind in "iu":
@@ -170,7 +263,8 @@ def _feeds(proto: onnx.ModelProto, size: int, seed: int) -> tuple[dict[str, np.n
 
 def observe(proto: onnx.ModelProto, sizes: Sequence[int] = SIZES) -> Observed | str:
     """Run the model in onnxruntime (optimizations off) with every main-graph value exposed,
-    at the first two sizes of ``sizes`` it runs with; or why it runs with none."""
+    at the first two size plans it runs with (``_size_plans``: a different size of ``sizes``
+    for each input symbol, else one for all); or why it runs with none."""
     import onnxruntime as ort
 
     exposed = onnx.ModelProto.FromString(proto.SerializeToString())
@@ -190,10 +284,10 @@ def observe(proto: onnx.ModelProto, sizes: Sequence[int] = SIZES) -> Observed | 
     except Exception as exc:  # noqa: BLE001  (any failure is the answer)
         return f"onnxruntime cannot load it: {exc}"
     names = [o.name for o in session.get_outputs()]
-    result = Observed([], [], [])
+    result = Observed([], [], [], data_dependent(proto.graph))
     error = ""
-    for size in sizes:
-        feeds, bindings = _feeds(proto, size, seed=size)
+    for seed, plan in enumerate(_size_plans(_symbols(proto), sizes)):
+        feeds, bindings = _feeds(proto, plan, seed=seed)
         try:
             outputs = session.run(names, feeds)
         except Exception as exc:  # noqa: BLE001
@@ -220,9 +314,19 @@ def tally(
     what onnxruntime computes at both sizes; it is wrong when the rank or an evaluable dim
     differs; unresolved when a dim cannot be evaluated (unknown, or an expression over a name
     no input binds). A lone name no input binds (a fresh ``unk__3``, a data-dependent size) is
-    bound to its first size in each run, so every value it sizes must agree with that."""
+    bound to its first size in each run, so every value it sizes must agree with that; it
+    resolves only a value whose size depends on data (``Observed.data_dependent``): anywhere
+    else the size follows from the input sizes and a fresh name leaves it unresolved."""
     out = ShapeTally()
     runs = [dict(b) for b in observed.bindings]  # input sizes, then names bound on first sight
+    fresh: set[str] = set()  # the names bound on first sight
+    for bindings, feeds in zip(runs, observed.feeds, strict=True):
+        for name, array in feeds.items():  # a name the tool gave an unnamed input dim is that
+            dims = types.get(name)  # dim (skl2onnx's batch): bound to the size fed
+            if dims is not None and isinstance(array, np.ndarray) and len(dims) == array.ndim:
+                for dim, size in zip(dims, array.shape, strict=True):
+                    if _lone_name(dim) and evaluate_dim(dim, bindings) is None:
+                        bindings[dim] = size
     for name in observed.shapes[0]:
         if any(name in feeds for feeds in observed.feeds):
             continue
@@ -243,6 +347,9 @@ def tally(
                 value = evaluate_dim(dim, bindings)
                 if value is None and _lone_name(dim) and dim not in bindings:
                     value = bindings[dim] = size  # a name no input gives (unk__3): its first size
+                    fresh.add(dim)
+                if dim in fresh and name not in observed.data_dependent:
+                    verdict = "unresolved" if verdict == "agree" else verdict
                 if value is None:
                     verdict = "unresolved" if verdict == "agree" else verdict
                 elif value != size:

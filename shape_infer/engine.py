@@ -79,6 +79,17 @@ MAX_FUNCTION_DEPTH = 64
 MAX_EVAL_INPUT_ELEMENTS = 4096
 MAX_EVAL_OUTPUT_ELEMENTS = 1 << 16
 MAX_EVAL_VALUE = 4096
+MOVED_INPUTS: dict[str, tuple[int, ...] | None] = {
+    **dict.fromkeys(
+        ("Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Slice", "Split",
+         "Gather", "GatherElements", "GatherND", "Expand", "Tile", "ReverseSequence"),
+        (0,),
+    ),
+    "Concat": None,  # every input
+    "Where": (1, 2),
+}  # fmt: skip
+"""Ops that only move elements, and which inputs' elements they move (the others must be
+constant): their known elements follow at any rank (``_Engine.moved_known``)."""
 NOT_EVALUATED = frozenset({"Resize", "Upsample", "Constant"})
 """Ops whose output size grows with a product of input values; inferred, never evaluated."""
 SIZED_BY_VALUES = frozenset(
@@ -174,6 +185,9 @@ class InferReport:
     known_values: dict[Value, tuple[Dim, ...]] = field(default_factory=dict)
     """Small integer tensors whose elements inference knows, static or symbolic (None for an
     unknown element): Shape of [N, 3] is (N, 3)."""
+    input_names: dict[Value, TensorType] = field(default_factory=dict)
+    """Graph inputs with unnamed dims, as inference named them (skl2onnx's batch ``[?, 4]`` is
+    ``[unk__0, 4]``): the model keeps the input as declared, so this says what ``unk__0`` is."""
 
     @property
     def ok(self) -> bool:
@@ -238,10 +252,17 @@ class InferContext:
         value = self.input(index)
         return None if value is None else self.engine.const_of(value)
 
-    def value(self, index: int) -> Known | None:
-        """The elements of a small integer input, symbols included, when they are known."""
+    def value(self, index: int, *, any_rank: bool = False) -> Known | None:
+        """The elements of a small integer input of rank 0 or 1, symbols included, when they
+        are known. Higher ranks only with ``any_rank``, for rules that map each element on its
+        own (Cast, Neg); the data-movement ops have ``moved_known``."""
         value = self.input(index)
-        return None if value is None else self.engine.known_of(value)
+        if value is None:
+            return None
+        t = self.scope.type_of(value)
+        if not any_rank and isinstance(t, TensorType) and t.shape is not None and len(t.shape) > 1:
+            return None
+        return self.engine.known_of(value)
 
     def new_dim(self) -> str:
         return self.engine.new_dim()
@@ -349,10 +370,12 @@ class _Engine:
         ):
             return None  # a weight: not worth reading
         array = self.const_of(value)
-        if array is None or array.ndim > 1 or array.size > MAX_KNOWN_ELEMENTS:
+        if array is None or array.size > MAX_KNOWN_ELEMENTS:
             return None
         if array.dtype.kind in "iu":
             return tuple(int(x) for x in array.reshape(-1))
+        if array.ndim > 1:
+            return None
         if (  # a float scale that is a whole number (2.0): shape arithmetic in float
             array.dtype in (np.float32, np.float64)
             and array.size <= MAX_KNOWN_FLOATS
@@ -444,6 +467,15 @@ class _Engine:
                     for value, known in zip(outputs, value_fn(op, ctx), strict=False):
                         if value is not None and known is not None:
                             self.known[value] = known
+                if (
+                    op.op_type in MOVED_INPUTS
+                    and domain == ""
+                    and any(v is not None and v not in self.known for v in outputs)
+                ):
+                    moved = self.moved_known(scope, op, inputs, results)
+                    for value, known in zip(outputs, moved, strict=False):
+                        if value is not None and known is not None:
+                            self.known.setdefault(value, known)
                 results = self.evaluate(scope, op, inputs, outputs, results)
         except OnnxForgeError as e:
             self.error(scope, op, version, in_types, str(e))
@@ -537,6 +569,49 @@ class _Engine:
             dtype = rule.dtype if isinstance(rule, TensorType) and rule.dtype else None
             out[i] = TensorType(dtype or Tensor.from_numpy(array).dtype, tuple(array.shape))
         return out
+
+    def moved_known(
+        self, scope: _Scope, op: Op, inputs: list[Value | None], results: list[Type | None]
+    ) -> list[Known | None]:
+        """Known elements through an op that only moves them (Transpose, Slice, Concat, ...),
+        at any rank: our kernel runs on the positions of the elements (0, 1, 2, ... in the
+        input's shape) and the positions it returns say which element lands where. So the
+        pads PyTorch computes with Reshape, a reversing Slice and Transpose of a 2-D tensor
+        keep their symbols."""
+        moved = MOVED_INPUTS[op.op_type]
+        elements: list[Dim] = []
+        arrays: list[np.ndarray | None] = []
+        for i, value in enumerate(inputs):
+            if value is None:
+                arrays.append(None)
+            elif moved is None or i in moved:
+                known = self.known_of(value)
+                t = scope.type_of(value)
+                if known is None or not isinstance(t, TensorType) or t.shape is None:
+                    return []
+                shape = tuple(d for d in t.shape if isinstance(d, int))
+                if len(shape) != len(t.shape) or int(np.prod(shape)) != len(known):
+                    return []
+                start = len(elements)
+                elements.extend(known)
+                arrays.append(np.arange(start, len(elements), dtype=np.int64).reshape(shape))
+            else:
+                array = self.const_of(value)
+                if array is None or self.overridable(value):
+                    return []
+                arrays.append(array)
+        if not elements or not _static_outputs(results) or not _small_outputs(results):
+            return []
+        try:
+            positions = kernels.run(op, arrays, scope.opsets)
+        except OnnxForgeError:
+            return []
+        return [
+            tuple(elements[int(i)] for i in p.reshape(-1))
+            if p.size <= MAX_KNOWN_ELEMENTS
+            else None
+            for p in positions
+        ]
 
     def run_rule(
         self, op: Op, ctx: InferContext, in_types: list[Type | None], opset: int, domain: str
@@ -758,6 +833,8 @@ def infer(
             if named is not value.type:
                 types[value] = named
                 interface.add(value)
+                if isinstance(named, TensorType):
+                    engine.report.input_names[value] = named
     engine.infer_graph(scope)
     report = engine.report
     integer = {v: k for v, k in engine.known.items() if _integer_typed(types.get(v) or v.type)}

@@ -87,14 +87,20 @@ class TooLarge(ValueError):
 
 
 def _bounded(fn: Callable[..., Dim]) -> Callable[..., Dim]:
-    """Dim arithmetic whose result would be too large to write is an unknown dim."""
+    """Dim arithmetic whose result would be too large to write is an unknown dim; a result
+    that is one of the arguments' ``UnknownDim``s (``6*unk__0 / 6``) stays of that kind."""
 
     @functools.wraps(fn)
     def wrapper(*args: Dim) -> Dim:
         try:
-            return fn(*args)
+            result = fn(*args)
         except TooLarge:
             return None
+        if isinstance(result, str) and not isinstance(result, UnknownDim):
+            for arg in args:
+                if isinstance(arg, UnknownDim) and arg == result:
+                    return arg
+        return result
 
     return wrapper
 
@@ -356,12 +362,17 @@ def _divide(func: str, expr: Expr, divisor: int) -> Expr:
     const = left.constant()
     if const is not None:  # 0 <= const < divisor
         return out if func == "floor" or const == 0 else out + Expr.const(1)
-    if len(left.terms) == 1:
-        ((monomial, coef),) = left.terms.items()
+    rest = left.terms.get((), 0)
+    symbolic = {m: c for m, c in left.terms.items() if m}
+    if len(symbolic) == 1:
+        ((monomial, coef),) = symbolic.items()
         if coef == 1 and len(monomial) == 1:
             (atom,) = monomial
-            if isinstance(atom, Apply) and atom.func == func:  # nested: one division
-                return out + Expr.atom(Apply(func, atom.args, atom.divisor * divisor))
+            if isinstance(atom, Apply) and atom.func == func:
+                # Nested: floor((floor(E/b) + r)/d) = floor((E + r*b)/(b*d)) for integers E, r
+                # and b, d > 0 (ceil alike), so a chain of strided convs is one division.
+                inner = atom.args[0] + Expr.const(rest * atom.divisor)
+                return out + _divide(func, inner, atom.divisor * divisor)
     return out + Expr.atom(Apply(func, (left,), divisor))
 
 
@@ -412,7 +423,9 @@ def is_unknown_symbol(dim: Dim) -> bool:
 
 
 def _known(*dims: Dim) -> bool:
-    return not any(is_unknown_symbol(d) for d in dims)
+    """Arithmetic needs every operand: an ``UnknownDim`` is one (a fixed size, only not known
+    ahead; ``unk__0*6 / 6`` is ``unk__0``), None is not."""
+    return not any(d is None for d in dims)
 
 
 def nonnegative(dim: Dim) -> bool:

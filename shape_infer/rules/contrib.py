@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from onnxforge.ir import Dim, DType, Op, TensorType
 from onnxforge.shape_infer.broadcast import broadcast_shape
 from onnxforge.shape_infer.engine import InferContext, ShapeRule, shape_rule
-from onnxforge.shape_infer.symbolic import dim_add, dim_div_exact, dim_mul
+from onnxforge.shape_infer.symbolic import dim_add, dim_div_exact, dim_max, dim_mul
 
 MS = "com.microsoft"
 Inputs = Sequence[TensorType | None]
@@ -37,13 +37,10 @@ def _first(ctx: InferContext, *types: TensorType | None) -> Result:
     return list(types[: _n_outputs(ctx)])
 
 
-@_rule("BiasGelu", "FastGelu", "Gelu", "QuickGelu", "BiasAdd", "RotaryEmbedding", "BiasSplitGelu")
+@_rule("BiasGelu", "FastGelu", "Gelu", "QuickGelu", "BiasAdd", "RotaryEmbedding")
 def infer_same_as_input(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
     """Element-wise on the first input (a bias is broadcast into it)."""
-    x = inputs[0]
-    if op.op_type == "BiasSplitGelu" and x is not None and x.shape:  # halves the last dim
-        return [TensorType(x.dtype, (*x.shape[:-1], dim_div_exact(x.shape[-1], 2)))]
-    return [x]
+    return [inputs[0]]
 
 
 def _norm_stats(x: TensorType, axis: int) -> TensorType:
@@ -119,8 +116,8 @@ def infer_attention(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
 @_rule("MultiHeadAttention")
 def infer_multi_head_attention(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
     """query [B, S, D] -> output [B, S, D_v] (D_v: value's last dim when value is [B, L, D_v],
-    else D); the present key/value are left to the runtime."""
-    q, key, value = inputs[0], _input(inputs, 1), _input(inputs, 2)
+    else D); present key and value [B, heads, past + L, D / heads] (past_key is input 6)."""
+    q, key, value, past = inputs[0], _input(inputs, 1), _input(inputs, 2), _input(inputs, 6)
     if q is None or q.shape is None or len(q.shape) != 3:
         return [None] * _n_outputs(ctx)
     b, s, d = q.shape
@@ -128,14 +125,31 @@ def infer_multi_head_attention(op: Op, inputs: Inputs, ctx: InferContext) -> Res
         d = value.shape[2]
     elif key is None and value is None and q.shape is not None:
         d = None  # packed QKV in the query: the split is in the runtime
-    return [TensorType(q.dtype, (b, s, d))] + [None] * (_n_outputs(ctx) - 1)
+    results: Result = [TensorType(q.dtype, (b, s, d))]
+    if _n_outputs(ctx) > 1:
+        heads = int(op.attr("num_heads"))  # type: ignore[arg-type]
+        length: Dim = None
+        if key is not None and key.shape is not None:  # [B, L, D] or [B, heads, L, D/heads]
+            length = key.shape[1] if len(key.shape) == 3 else key.shape[2]
+        past_len: Dim = 0
+        if past is not None:
+            past_len = past.shape[2] if past.shape is not None and len(past.shape) == 4 else None
+        qk = q.shape[2]
+        total = dim_add(past_len, length)
+        results += [
+            TensorType(q.dtype, (b, heads, total, dim_div_exact(qk, heads))),
+            TensorType(q.dtype, (b, heads, total, dim_div_exact(d, heads))),
+        ]
+    return results[: _n_outputs(ctx)] + [None] * (_n_outputs(ctx) - len(results))
 
 
 @_rule("GroupQueryAttention")
 def infer_group_query_attention(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
     """query [B, S, D] -> output [B, S, heads * head]; packed QKV (no key) has
-    D = (heads + 2 * kv_heads) * head."""
-    q, key = inputs[0], _input(inputs, 1)
+    D = (heads + 2 * kv_heads) * head. present key/value [B, kv_heads, max(past, total),
+    head]: a dynamic cache grows to total_sequence_length (input 6, a value), a static one
+    keeps its buffer of past_key's length."""
+    q, key, past = inputs[0], _input(inputs, 1), _input(inputs, 3)
     if q is None or q.shape is None or len(q.shape) != 3:
         return [None] * _n_outputs(ctx)
     b, s, d = q.shape
@@ -144,7 +158,18 @@ def infer_group_query_attention(op: Op, inputs: Inputs, ctx: InferContext) -> Re
     if key is None:
         head = dim_div_exact(d, heads + 2 * kv_heads)
         d = dim_mul(head, heads)
-    return [TensorType(q.dtype, (b, s, d))] + [None] * (_n_outputs(ctx) - 1)
+    else:
+        head = dim_div_exact(d, heads)
+    results: Result = [TensorType(q.dtype, (b, s, d))]
+    if _n_outputs(ctx) > 1:
+        total = ctx.value(6)
+        past_len: Dim = 0
+        if past is not None:
+            past_len = past.shape[2] if past.shape is not None and len(past.shape) == 4 else None
+        length = dim_max(past_len, total[0]) if total is not None and len(total) == 1 else None
+        present = TensorType(q.dtype, (b, kv_heads, length, head))
+        results += [present, present]
+    return results[: _n_outputs(ctx)]
 
 
 def _matmul(a: Sequence[Dim], b: Sequence[Dim], ctx: InferContext) -> tuple[Dim, ...] | None:

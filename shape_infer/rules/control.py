@@ -50,12 +50,24 @@ def infer_if(op: Op, inputs: Inputs, ctx: InferContext) -> list[Type | None]:
         raise ShapeError(
             f"then_branch has {len(then_b.outputs)} outputs, else_branch {len(else_b.outputs)}"
         )
-    cond = ctx.const(0)
-    if cond is not None and cond.size == 1:
-        return ctx.infer_subgraph(then_b if bool(cond.reshape(-1)[0]) else else_b, [])
+    taken = _condition(ctx)
+    if taken is not None:
+        return ctx.infer_subgraph(then_b if taken else else_b, [])
     then_out = ctx.infer_subgraph(then_b, [])
     else_out = ctx.infer_subgraph(else_b, [])
     return [_join(a, b) for a, b in zip(then_out, else_out, strict=True)]
+
+
+def _condition(ctx: InferContext) -> bool | None:
+    """The If's condition when inference knows it: a constant, or shape arithmetic that
+    decides it (PyTorch's ``squeeze(1)`` asks ``Shape(x)[1] == 1`` of a dim that is 1)."""
+    cond = ctx.const(0)
+    if cond is not None and cond.size == 1:
+        return bool(cond.reshape(-1)[0])
+    known = ctx.value(0)
+    if known is not None and len(known) == 1 and isinstance(known[0], int):
+        return bool(known[0])
+    return None
 
 
 @shape_rule("Loop", versions=schema_versions("Loop"))
@@ -151,13 +163,13 @@ def infer_scan(op: Op, inputs: Inputs, ctx: InferContext) -> list[Type | None]:
 
 @value_rule("If", versions=schema_versions("If"))
 def if_value(op: Op, ctx: InferContext) -> list[Known | None]:
-    """A constant condition picks its branch's elements (and constants); else equal ones pass."""
+    """A known condition picks its branch's elements (and constants); else equal ones pass."""
     then_b, else_b = _graph(op, "then_branch"), _graph(op, "else_branch")
-    cond = ctx.const(0)
+    cond = _condition(ctx)
     outputs = ctx.scope.graph.outputs_of(op)
     engine = ctx.engine
-    if cond is not None and cond.size == 1:
-        taken = then_b if bool(cond.reshape(-1)[0]) else else_b  # the only branch inferred
+    if cond is not None:
+        taken = then_b if cond else else_b  # the only branch inferred
         for value, inner in zip(outputs, taken.outputs, strict=False):
             array = engine.const_of(inner)
             if value is not None and array is not None:

@@ -16,6 +16,7 @@ from onnxforge.shape_infer.symbolic import dim_add
 
 ML = "ai.onnx.ml"
 Inputs = Sequence[TensorType | None]
+TypeLike = TensorType | OpaqueType | None
 Result = list[TensorType | OpaqueType | None]
 
 
@@ -167,3 +168,32 @@ def infer_feature_vectorizer(op: Op, inputs: Inputs, ctx: InferContext) -> Resul
         total = dim_add(total, int(size))  # type: ignore[arg-type]
     first = next((t for t in inputs if t is not None), None)
     return [TensorType(DType.FLOAT, (_rows(first), total if sizes else None))]
+
+
+def _map_value(t: TypeLike) -> int | None:
+    """The element type of a map input's values (DictVectorizer, CastMap), when it is read."""
+    if not isinstance(t, OpaqueType) or t.kind != "map_type":
+        return None
+    value = t.proto.map_type.value_type
+    return int(value.tensor_type.elem_type) if value.HasField("tensor_type") else None
+
+
+@_rule("DictVectorizer")
+def infer_dict_vectorizer(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
+    """One map in, one row out: ``[1, len(vocabulary)]`` (onnxruntime writes a row even though
+    the spec's text says 1-D), of the map's value type."""
+    vocabulary = _count(op.attr("string_vocabulary"), op.attr("int64_vocabulary"))
+    source = ctx.input(0)
+    dtype = (None if source is None else _map_value(ctx.scope.type_of(source))) or DType.FLOAT
+    return [TensorType(dtype, (1, vocabulary))]
+
+
+@_rule("CastMap")
+def infer_cast_map(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
+    """``[1, max_map]`` (SPARSE) or ``[1, size of the map]`` (DENSE: known only at run time)."""
+    to = str(op.attr("cast_to", "TO_FLOAT"))
+    dtype = {"TO_FLOAT": DType.FLOAT, "TO_STRING": DType.STRING, "TO_INT64": DType.INT64}.get(
+        to, DType.FLOAT
+    )
+    dense = str(op.attr("map_form", "DENSE")) == "DENSE"
+    return [TensorType(dtype, (1, None if dense else int(op.attr("max_map", 1))))]  # type: ignore[arg-type]

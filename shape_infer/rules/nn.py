@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from onnxforge.ir import Dim, DType, Op, SparseTensor, Tensor, TensorType, constant_tensor
 from onnxforge.opset import REDUCE_OPS, schema_versions
 from onnxforge.shape_infer.engine import InferContext, shape_rule
-from onnxforge.shape_infer.symbolic import dim_add, dim_ceildiv, dim_floordiv
+from onnxforge.shape_infer.symbolic import dim_add, dim_ceildiv, dim_floordiv, dim_min
 
 Inputs = Sequence[TensorType | None]
 
@@ -56,9 +56,15 @@ def _window_dims(op: Op, spatial: Sequence[Dim], kernel: Sequence[int]) -> list[
         return None
     if min(strides, default=1) < 1 or min(dilations, default=1) < 1:
         return None
+    ceil_mode = bool(op.attr("ceil_mode", 0))
+    if ceil_mode and auto_pad != "NOTSET":
+        return None
     out: list[Dim] = []
     for i, size in enumerate(spatial):
         reach = dilations[i] * (kernel[i] - 1) + 1
+        if ceil_mode:
+            out.append(_ceil_window(size, pads[i], pads[i + n], reach, strides[i]))
+            continue
         if not isinstance(size, int):  # symbolic: the same formula, written out
             out.append(_symbolic_window(size, auto_pad, pads[i] + pads[i + n], reach, strides[i]))
             continue
@@ -75,6 +81,22 @@ def _window_dims(op: Op, spatial: Sequence[Dim], kernel: Sequence[int]) -> list[
             return None
         out.append(result)
     return out
+
+
+def _ceil_window(size: Dim, begin: int, end: int, reach: int, stride: int) -> Dim:
+    """Pooling with ceil_mode: ``ceil((S+p-k)/s)+1`` windows, less a last one that would start
+    in the end padding (onnxruntime's and onnx's rule). The windows that start inside
+    ``S + begin`` number ``ceil((S+begin)/s)``; when the end padding is no wider than a window
+    the correction is the min of the two."""
+    if isinstance(size, int):
+        result = -(-(size + begin + end - reach) // stride) + 1
+        if (result - 1) * stride >= size + begin:
+            result -= 1
+        return result if result >= 1 else None
+    if end > reach:
+        return None
+    windows = dim_add(dim_ceildiv(dim_add(size, begin + end - reach), stride), 1)
+    return dim_min(windows, dim_ceildiv(dim_add(size, begin), stride))
 
 
 def _symbolic_window(size: Dim, auto_pad: str, total: int, reach: int, stride: int) -> Dim:
@@ -116,8 +138,6 @@ def _infer_pool(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | 
     kernel = op.attr("kernel_shape")
     if x is None or x.shape is None or len(x.shape) < 3 or kernel is None:
         return _fallback(op, inputs, ctx)
-    if op.attr("ceil_mode", 0):
-        return _fallback(op, inputs, ctx)  # windows starting in the end padding: onnx decides
     spatial = _window_dims(op, x.shape[2:], [int(k) for k in kernel])
     if spatial is None:
         return _fallback(op, inputs, ctx)

@@ -126,7 +126,7 @@ def constant_value(op: Op, ctx: InferContext) -> list[Known | None]:
 
 @value_rule("Identity", versions=schema_versions("Identity"))
 def identity_value(op: Op, ctx: InferContext) -> list[Known | None]:
-    return [ctx.value(0)]
+    return [ctx.value(0, any_rank=True)]
 
 
 EXACT_FLOATS = frozenset({DType.FLOAT, DType.DOUBLE})
@@ -137,12 +137,12 @@ the integers a dim takes are exact in float32 below 2**24."""
 @value_rule("Cast", versions=schema_versions("Cast"))
 def cast_value(op: Op, ctx: InferContext) -> list[Known | None]:
     to = op.attr("to")
-    return [ctx.value(0) if to in INTEGER_DTYPES or to in EXACT_FLOATS else None]
+    return [ctx.value(0, any_rank=True) if to in INTEGER_DTYPES or to in EXACT_FLOATS else None]
 
 
 def rounding_value(op: Op, ctx: InferContext) -> list[Known | None]:
     """Known float elements are integers (casts of dims, exact arithmetic on them)."""
-    return [ctx.value(0)]
+    return [ctx.value(0, any_rank=True)]
 
 
 for _name in ("Floor", "Ceil", "Round"):
@@ -580,13 +580,38 @@ def _elementwise(ctx: InferContext, fn: object) -> list[Known | None]:
     return [tuple(fn(x, y) for x, y in zip(a, b, strict=True))]  # type: ignore[operator]
 
 
-def _div(x: Dim, y: Dim) -> Dim:
+def _div(ctx: InferContext) -> Callable[[Dim, Dim], Dim]:
+    def div(x: Dim, y: Dim) -> Dim:
+        if isinstance(x, int) and isinstance(y, int):
+            if y == 0:
+                return None
+            q = abs(x) // abs(y)
+            return q if (x >= 0) == (y >= 0) else -q  # integer Div truncates toward zero
+        if not (nonnegative(x) and nonnegative(y)):
+            exact = dim_div_exact(x, y)
+            if exact is not None:
+                return exact
+            # Integer Div truncates, floor rounds down: the same unless the quotient is
+            # negative. Shape arithmetic such as (H - 1) // 2 + 1 (PyTorch's dynamo export
+            # of a strided conv) is floored on the assumption that H - 1 is not negative,
+            # as onnxruntime's symbolic inference does; the report lists the assumption.
+            quotient = dim_floordiv(x, y)
+            if quotient is not None:
+                ctx.assume(x if not nonnegative(x) else y, 0, ">=")
+            return quotient
+        return dim_floordiv(x, y)
+
+    return div
+
+
+def _mod(x: Dim, y: Dim) -> Dim:
+    """Integer Mod (fmod=0: the sign of the divisor, Python's %): ``x - y*floor(x/y)``, exact
+    for any integer x when y is a positive constant (``N % 3`` of a padding computation)."""
     if isinstance(x, int) and isinstance(y, int):
-        if y == 0:
-            return None
-        q = abs(x) // abs(y)
-        return q if (x >= 0) == (y >= 0) else -q  # integer Div truncates toward zero
-    return dim_floordiv(x, y)  # dims are non-negative: floor is truncation
+        return None if y == 0 else x % y
+    if isinstance(y, int) and y > 0:
+        return dim_sub(x, dim_mul(y, dim_floordiv(x, y)))
+    return None
 
 
 def _equal(x: Dim, y: Dim) -> Dim:
@@ -602,21 +627,12 @@ def _equal(x: Dim, y: Dim) -> Dim:
     return None
 
 
-def _static(fn: Callable[[int, int], int | None]) -> Callable[[Dim, Dim], Dim]:
-    def apply(x: Dim, y: Dim) -> Dim:
-        if isinstance(x, int) and isinstance(y, int):
-            return fn(x, y)
-        return None
-
-    return apply
-
-
-_ARITH: dict[str, Callable[[Dim, Dim], Dim]] = {
+_ARITH: dict[str, Callable[[Dim, Dim], Dim] | None] = {
     "Add": dim_add,
     "Sub": dim_sub,
     "Mul": dim_mul,
-    "Div": _div,
-    "Mod": _static(lambda x, y: None if y == 0 else x % y),
+    "Div": None,  # _div(ctx): it records the assumption it makes
+    "Mod": _mod,
     "Max": dim_max,
     "Min": dim_min,
     "Equal": _equal,
@@ -630,6 +646,10 @@ for _name, _fn in _ARITH.items():
             return [None]  # legacy broadcast: not shape arithmetic
         first = ctx.input(0)
         t = None if first is None else ctx.scope.type_of(first)
+        if op.op_type == "Mod" and op.attr("fmod", 0):
+            return [None]  # C's fmod: the sign of the dividend
+        if fn is None:
+            fn = _div(ctx)
         if isinstance(t, TensorType) and t.dtype in EXACT_FLOATS:
             if op.op_type == "Mod":
                 return [None]  # fmod semantics: not needed for shapes
@@ -638,6 +658,48 @@ for _name, _fn in _ARITH.items():
         return _elementwise(ctx, fn)
 
     value_rule(_name, versions=schema_versions(_name))(_rule)
+
+
+def _fold(fn: Callable[[Dim, Dim], Dim]) -> Callable[[Sequence[Dim]], Dim]:
+    def fold(elements: Sequence[Dim]) -> Dim:
+        total = elements[0]
+        for d in elements[1:]:
+            total = fn(total, d)
+        return total
+
+    return fold
+
+
+_REDUCE: dict[str, Callable[[Sequence[Dim]], Dim]] = {
+    "ReduceProd": dim_product,
+    "ReduceSum": _fold(dim_add),
+    "ReduceMax": _fold(dim_max),
+    "ReduceMin": _fold(dim_min),
+}
+
+
+def reduce_value(op: Op, ctx: InferContext) -> list[Known | None]:
+    """A reduction of a known 1-D shape value over its one axis (tf2onnx's ReduceProd of
+    Gather(Shape) for a flattened size): one element, keepdims or not."""
+    known = ctx.value(0)
+    if not known:
+        return [None]
+    axes: Sequence[Dim] | None = None
+    if op.attr("axes") is not None:
+        axes = [int(a) for a in op.attr("axes")]  # type: ignore[union-attr]
+    elif ctx.input(1) is not None:
+        axes = ctx.value(1)
+        if axes is None:
+            return [None]
+    if axes is not None and not axes and op.attr("noop_with_empty_axes", 0):
+        return [known]
+    if axes and any(a not in (0, -1) for a in axes):
+        return [None]
+    return [(_REDUCE[op.op_type](known),)]
+
+
+for _name in _REDUCE:
+    value_rule(_name, versions=schema_versions(_name))(reduce_value)
 
 
 @value_rule("Where", versions=schema_versions("Where"))
@@ -661,5 +723,5 @@ def where_value(op: Op, ctx: InferContext) -> list[Known | None]:
 
 @value_rule("Neg", versions=schema_versions("Neg"))
 def neg_value(op: Op, ctx: InferContext) -> list[Known | None]:
-    known = ctx.value(0)
+    known = ctx.value(0, any_rank=True)
     return [None if known is None else tuple(dim_sub(0, d) for d in known)]

@@ -6,8 +6,8 @@ original's.
 
 Models: ``tests/data/exporters`` (tf2onnx, paddle2onnx, PyTorch legacy and dynamo, onnxruntime's
 transformers optimizer; see its README), and, built here by ``benchmarks/corpus.py``, the
-scikit-learn family (skl2onnx, onnxmltools) when skl2onnx is installed and onnxruntime's
-quantizer output (dynamic, static QDQ and QOperator).
+scikit-learn family (skl2onnx, onnxmltools) when skl2onnx is installed, onnxruntime's
+quantizer output (dynamic, static QDQ and QOperator) and onnxscript's functions.
 """
 
 from __future__ import annotations
@@ -52,16 +52,23 @@ COMMANDS = {
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("corpus")
-    corpus.build(folder, ["sklearn", "quantized"])
+    corpus.build(folder, ["sklearn", "quantized", "onnxscript"])
     return folder
 
 
 def _names() -> list[str]:
     fixed = [p.relative_to(FIXTURES).as_posix() for p in sorted(FIXTURES.rglob("*.onnx"))]
     made = ["quantized/" + n for n in ("float_cnn", "dynamic_int8", "static_qdq", "static_qop")]
+    if importlib.util.find_spec("onnx_ir") is not None:
+        made.append("quantized/matmul_4bits")
     if importlib.util.find_spec("skl2onnx") is not None:
         made += ["sklearn/" + n for n in ("logreg_pipeline_zipmap", "random_forest", "svc")]
         made += ["sklearn/" + n for n in ("gbm_regressor", "onehot", "normalize_binarize")]
+        made += ["sklearn/" + n for n in ("svr", "column_transformer", "ordinal_strings")]
+    if importlib.util.find_spec("onnxscript") is not None:
+        made += [
+            "onnxscript/onnxscript_" + n for n in ("loop_accumulate", "if_gated", "attention")
+        ]
     return fixed + [f"{n}.onnx" for n in made]
 
 

@@ -108,6 +108,46 @@ CASES: dict[str, tuple] = {
         {},
         1,
     ),
+    "multi_head_attention_with_past": (
+        "MultiHeadAttention",
+        [("q", F, [B, S, 8]), ("k", F, [B, "kv", 8]), ("v", F, [B, "kv", 8]), "", "", ""]
+        + [("pk", F, [B, 2, "past", 4]), ("pv", F, [B, 2, "past", 4])],
+        {"num_heads": 2},
+        3,
+    ),
+    "rotary_embedding": (
+        "RotaryEmbedding",
+        [("x", F, [B, S, 16]), ("pos", I64, [B, S]), _w(32, 4), _w(32, 4)],
+        {"num_heads": 2},
+        1,
+    ),
+    "matmul_4_bits": (
+        "MatMulNBits",
+        [("a", F, [B, S, 32]), _w(8, 1, 16, dtype=np.uint8), _w(8)],
+        {"K": 32, "N": 8, "bits": 4, "block_size": 32},
+        1,
+    ),
+    # BiasAdd has no CPU kernel in onnxruntime 1.31: its rule is its schema's (the first input's
+    # type), untested here.
+    "qlinear_mul": (
+        "QLinearMul",
+        [("a", U8, [B, 4]), np.float32(0.1), np.uint8(3), _w(4, dtype=np.uint8)]
+        + [np.float32(0.2), np.uint8(5), np.float32(0.3), np.uint8(7)],
+        {},
+        1,
+    ),
+    "qlinear_leaky_relu": (
+        "QLinearLeakyRelu",
+        [("a", U8, [B, S]), np.float32(0.1), np.uint8(3), np.float32(0.02), np.uint8(0)],
+        {"alpha": 0.1},
+        1,
+    ),
+    "qlinear_softmax": (
+        "QLinearSoftmax",
+        [("a", U8, [B, S]), np.float32(0.1), np.uint8(3), np.float32(1 / 256), np.uint8(0)],
+        {"opset": 13, "axis": -1},
+        1,
+    ),
     "quantize_linear": ("QuantizeLinear", [("x", F, [B, S]), np.float32(0.1), np.uint8(3)], {}, 1),
     "dequantize_linear": (
         "DequantizeLinear",
@@ -121,6 +161,9 @@ CASES: dict[str, tuple] = {
 def _model(op_type: str, inputs: list, attrs: dict, n_out: int, domain: str = "com.microsoft"):
     names, graph_inputs, inits = [], [], []
     for i, spec in enumerate(inputs):
+        if isinstance(spec, str):  # an omitted optional input
+            names.append("")
+            continue
         if isinstance(spec, tuple):
             name, dtype, dims = spec
             graph_inputs.append(helper.make_tensor_value_info(name, dtype, dims))
@@ -148,13 +191,13 @@ def _check(model: onnx.ModelProto) -> None:
     types = {v.name: v.type for v in ours.graph.outputs}
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     for batch, sequence in ((2, 3), (1, 5)):
-        bindings = {B: batch, S: sequence, "kv": sequence + 2}
+        bindings = {B: batch, S: sequence, "kv": sequence + 2, "past": sequence + 1}
         feeds = {}
         for vi in model.graph.input:
             dims = [bindings.get(d.dim_param, d.dim_value) for d in vi.type.tensor_type.shape.dim]
             dtype = helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
             feeds[vi.name] = (
-                RNG.integers(0, 2, dims).astype(dtype)
+                RNG.integers(0, min(2, *dims), dims).astype(dtype)  # position ids < sequence
                 if dtype.kind in "iu"
                 else RNG.standard_normal(dims).astype(dtype)
             )
@@ -178,3 +221,54 @@ def test_onnxruntimes_own_onnx_domain_norms_at_opset_14_are_inferred(op_type: st
     # schema for them there
     weights = [_w(8), _w(8)] if op_type == "LayerNormalization" else [_w(8)]
     _check(_model(op_type, [("x", F, [B, S, 8]), *weights], {"axis": -1}, 1, domain=""))
+
+
+@pytest.mark.parametrize("with_past", [True, False])
+def test_group_query_attention_present_grows_to_the_total_the_graph_computes(
+    with_past: bool,
+) -> None:
+    # total_sequence_length is a value: real exports compute it from shapes (past + sequence)
+    heads, kv_heads, head = 4, 2, 8
+    inputs = [
+        helper.make_tensor_value_info("q", F, [1, S, heads * head]),
+        helper.make_tensor_value_info("k", F, [1, S, kv_heads * head]),
+        helper.make_tensor_value_info("v", F, [1, S, kv_heads * head]),
+    ]
+    past = ["pk", "pv"] if with_past else ["", ""]
+    if with_past:
+        inputs += [
+            helper.make_tensor_value_info(n, F, [1, kv_heads, "past", head]) for n in past
+        ]
+    nodes = [
+        helper.make_node("Shape", ["q"], ["q_shape"]),
+        helper.make_node("Gather", ["q_shape", "one"], ["seq"]),
+        helper.make_node("Shape", ["pk" if with_past else "q"], ["p_shape"]),
+        helper.make_node("Gather", ["p_shape", "two" if with_past else "one"], ["past_len"]),
+        helper.make_node("Add" if with_past else "Max", ["past_len", "seq"], ["total64"]),
+        helper.make_node("Cast", ["total64"], ["total"], to=I32),
+        helper.make_node("Sub", ["total", "one32"], ["last"]),
+        helper.make_node("Reshape", ["last", "ones"], ["seqlens"]),
+        helper.make_node(
+            "GroupQueryAttention",
+            ["q", "k", "v", *past, "seqlens", "total"],
+            ["y", "present_k", "present_v"],
+            domain="com.microsoft",
+            num_heads=heads,
+            kv_num_heads=kv_heads,
+        ),
+    ]
+    consts = [
+        numpy_helper.from_array(np.array(1, np.int64), "one"),
+        numpy_helper.from_array(np.array(2, np.int64), "two"),
+        numpy_helper.from_array(np.array(1, np.int32), "one32"),
+        numpy_helper.from_array(np.array([1], np.int64), "ones"),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", inputs, [onnx.ValueInfoProto(name=n) for n in ("y", "present_k")], consts
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+    )
+    model.ir_version = 8
+    _check(model)

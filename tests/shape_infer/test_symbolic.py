@@ -49,9 +49,16 @@ def test_division_that_may_not_be_exact_is_written_as_floor_or_ceil() -> None:
 
 def test_unknowns_never_produce_an_expression() -> None:
     assert dim_add("N", None) is None
-    assert dim_mul(UnknownDim("unk__3"), 2) is None
     assert dim_mul(None, 0) == 0
     assert not same_dim(UnknownDim("unk__1"), None)
+
+
+def test_a_named_unknown_is_one_fixed_size_that_arithmetic_keeps() -> None:
+    # skl2onnx's unnamed batch, named unk__3 by inference, reshaped [?, 1, 6] -> [-1, 6]
+    fresh = UnknownDim("unk__3")
+    assert dim_mul(fresh, 2) == "2*unk__3"
+    assert dim_div_exact(dim_mul(fresh, 6), 6) == fresh
+    assert isinstance(dim_product([fresh]), UnknownDim)  # still possibly 1 to broadcasting
 
 
 def test_a_models_own_unk_name_is_a_real_symbol() -> None:
