@@ -5,7 +5,9 @@
 For every model onnxruntime runs (``onnxforge.testing.observe`` finds input sizes it runs
 with): infer, fold, convert --opset 13/18/21 and optimize, each through the command line in a
 child process; the exit code, and the largest difference of the result's outputs from the
-original's on onnxruntime (same inputs; rtol 1e-4, atol 1e-5 is "same").
+original's on onnxruntime (same inputs; rtol 1e-4, atol 1e-5 is "same"). Then the gate,
+``check --runtime onnxruntime --verify onnxruntime``: "ok" when it exits 0, with the warnings
+it reports counted by code.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from __future__ import annotations
 __all__ = ["main"]
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -80,7 +84,28 @@ def check(path: Path) -> dict[str, str]:
             got = _outputs(out, feeds)
             problems = [p for p in (_differs(a, b) for a, b in zip(want, got, strict=True)) if p]
             verdicts[name] = problems[0] if problems else "ok"
+    verdicts["check"] = _gate(path)
     return verdicts
+
+
+def _gate(path: Path) -> str:
+    """``check --runtime onnxruntime --verify onnxruntime``: ok (and its warnings by code), or
+    the exit code and the first error."""
+    done = subprocess.run(
+        [sys.executable, "-m", "onnxforge", "check", "--runtime", "onnxruntime", "--verify",
+         "onnxruntime", "--json", "--jobs", "1", str(path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    try:
+        problems = [p for f in json.loads(done.stdout)["files"] for p in f["problems"]]
+    except (ValueError, KeyError, TypeError):
+        problems = []
+    if done.returncode:
+        errors = [p["message"] for p in problems if p.get("severity") == "error"]
+        line = errors[0] if errors else (done.stderr.strip().splitlines() or ["?"])[0]
+        return f"exit {done.returncode}: {line[:160]}"
+    codes = Counter(p["code"] for p in problems)
+    return "ok" + ("".join(f", {n} {code}" for code, n in sorted(codes.items())))
 
 
 def main() -> None:
@@ -98,18 +123,18 @@ def main() -> None:
     rows, bad = [], 0
     for path in paths:
         verdicts = check(path)
-        bad += sum(v != "ok" for v in verdicts.values())
+        bad += sum(not v.startswith("ok") for v in verdicts.values())
         rows.append(f"| {path.parent.name}/{path.name} | " + " | ".join(verdicts.values()) + " |")
         print(rows[-1], file=sys.stderr)
     lines = [
         "# Every command on real models, judged by onnxruntime",
         "",
         f"`python benchmarks/accept.py {' '.join(map(str, args.folders))}"
-        f"{' --zoo' if args.zoo else ''}`: {len(paths)} models, {len(paths) * len(COMMANDS)} "
-        f"runs, {bad} not ok.",
+        f"{' --zoo' if args.zoo else ''}`: {len(paths)} models, "
+        f"{len(paths) * (len(COMMANDS) + 1)} runs, {bad} not ok.",
         "",
-        "| model | " + " | ".join(COMMANDS) + " |",
-        "| --- | " + " | ".join("---" for _ in COMMANDS) + " |",
+        "| model | " + " | ".join(COMMANDS) + " | check |",
+        "| --- | " + " | ".join("---" for _ in COMMANDS) + " | --- |",
         *rows,
     ]
     args.out.parent.mkdir(parents=True, exist_ok=True)

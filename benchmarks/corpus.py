@@ -621,9 +621,10 @@ hidden size)."""
 
 
 def ortopt(out: Path, exports: Path | None = None) -> list[str]:
-    """onnxruntime's transformers optimizer (opt_level 0) on BERT, GPT-2 and ViT exports of
-    ``../shared/tools/export_models.py`` in ``exports``: Attention, EmbedLayerNormalization,
-    SkipLayerNormalization, BiasGelu, FastGelu."""
+    """onnxruntime's tools on the exports of ``../shared/tools/export_models.py`` in
+    ``exports``: the transformers optimizer (opt_level 0) on BERT, GPT-2 and ViT (Attention,
+    EmbedLayerNormalization, SkipLayerNormalization, BiasGelu, FastGelu), and the 4-bit
+    MatMulNBits quantizer on GPT-2 and Llama."""
     from onnxruntime.transformers.optimizer import optimize_model
 
     if exports is None:
@@ -637,6 +638,17 @@ def ortopt(out: Path, exports: Path | None = None) -> list[str]:
             )
             model.save_model_to_file(str(out / f"ort_optimized_{name}.onnx"))
             made.append(f"ort_optimized_{name}")
+    if importlib.util.find_spec("onnx_ir") is not None:  # the 4-bit quantizer needs it
+        import onnx
+        from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+        for name in ("gpt2_4l_op13_dyn", "llama_tiny_op14"):
+            source = exports / f"{name}.onnx"
+            if source.exists():
+                nbits = MatMulNBitsQuantizer(onnx.load(source), block_size=32, is_symmetric=True)
+                nbits.process()
+                nbits.model.save_model_to_file(str(out / f"matmul_4bits_{name}.onnx"), False)
+                made.append(f"matmul_4bits_{name}")
     return made
 
 

@@ -79,7 +79,8 @@ def check(
         typer.Option(
             help="Load and run each model in this runtime (repeatable; openvino needs "
             "onnxforge\\[openvino]). Symbolic dims take the sizes 1, 2, 4, ... 640 in turn "
-            "until one runs. Runs only on models without errors."
+            "until one runs, then batch 1 with each larger size. Runs only on models without "
+            "errors."
         ),
     ] = None,
     input_shape: Annotated[
@@ -104,7 +105,7 @@ def check(
     config: Annotated[
         Path | None,
         typer.Option(
-            help="A pyproject.toml whose [tool.onnxforge.check] sets the defaults (default: "
+            help="A pyproject.toml whose \\[tool.onnxforge.check] sets the defaults (default: "
             "the nearest one from the current folder up)."
         ),
     ] = None,
@@ -127,7 +128,7 @@ def check(
     Every problem is an error (the model cannot load or run on the target) or a warning (it
     runs, but a consumer could trip: stale declared shapes, negative dims, unused inputs,
     duplicated initializers, shadowed names). Each is one line: file, node, problem, code and
-    severity. [tool.onnxforge.check] in pyproject.toml sets defaults; the command line wins.
+    severity. \\[tool.onnxforge.check] in pyproject.toml sets defaults; the command line wins.
 
     Exit 0: nothing at or above --fail-on; 1: a model has such problems or could not be
     checked; 2: a model cannot be read, the configuration is wrong, or a runtime asked for is

@@ -35,7 +35,7 @@ from onnxforge._validate import model_problems
 from onnxforge.compare import MAX_INPUT_ELEMENTS
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import checker_problems, load, negative_dims, save, to_proto
-from onnxforge.ir import DType, Graph, Model, Op, Tensor, TensorType, Value, walk_graphs
+from onnxforge.ir import Dim, DType, Graph, Model, Op, Tensor, TensorType, Value, walk_graphs
 
 logger = logging.getLogger(__name__)
 
@@ -433,9 +433,10 @@ _IDS = ("id", "token", "index", "indices", "position", "label")
 
 
 def _random_input(
-    value: Value, shapes: Mapping[str, Sequence[int]], size: int, rng: np.random.Generator
+    value: Value, shapes: Mapping[str, Sequence[int]], plan: SizePlan, rng: np.random.Generator
 ) -> np.ndarray | str:
-    """An array for a graph input, symbolic and unknown dims ``size``, or why none can be made.
+    """An array for a graph input, symbolic and unknown dims sized by ``plan``, or why none can
+    be made.
 
     Integers are small and non-negative: masks are ones, ids and tokens 0 or 1 (valid for any
     vocabulary), other integers zeros."""
@@ -447,7 +448,7 @@ def _random_input(
     elif t.shape is None:
         return f"input {value.name!r} has no shape; give one with --input-shape {value.name}=..."
     else:
-        dims = [d if isinstance(d, int) else size for d in t.shape]
+        dims = [d if isinstance(d, int) else plan.size(d, axis) for axis, d in enumerate(t.shape)]
     if math.prod(dims) > MAX_INPUT_ELEMENTS:
         return (
             f"input {value.name!r} of shape {dims} has {math.prod(dims)} elements, more than "
@@ -470,6 +471,43 @@ def _random_input(
     if any(m in name for m in _IDS):
         return rng.integers(0, 2, dims).astype(np_dtype)
     return np.zeros(dims, dtype=np_dtype)
+
+
+@dataclass(frozen=True)
+class SizePlan:
+    """The sizes --verify gives symbolic dims: ``size`` for all, except that with ``batch_one``
+    a dim at axis 0 (and every dim of the same name) is 1. A symbol's size is the same
+    everywhere, so dims the model relates stay equal."""
+
+    every: int
+    batch_one: frozenset[str] | None = None
+
+    def size(self, dim: Dim, axis: int) -> int:
+        if self.batch_one is not None and (axis == 0 or dim in self.batch_one):
+            return 1
+        return self.every
+
+    def __str__(self) -> str:
+        return f"{self.every}" if self.batch_one is None else f"{self.every} (batch 1)"
+
+
+def _plans(
+    model: Model, shapes: Mapping[str, Sequence[int]], sizes: Sequence[int]
+) -> list[SizePlan]:
+    """One size for every symbolic dim, in the order of ``sizes``; then, for models that take
+    only one sample (a batch of 1) but larger other dims, batch 1 with each larger size."""
+    if not _symbolic(model, shapes):
+        return [SizePlan(sizes[0])]
+    batch = frozenset(
+        v.type.shape[0]
+        for v in model.graph.inputs
+        if v.const is None and v.name not in shapes and isinstance(v.type, TensorType)
+        and v.type.shape and isinstance(v.type.shape[0], str)
+    )  # fmt: skip
+    plans = [SizePlan(size) for size in sizes]
+    if batch:
+        plans += [SizePlan(size, batch) for size in sizes if size > 1]
+    return plans
 
 
 def _symbolic(model: Model, shapes: Mapping[str, Sequence[int]]) -> bool:
@@ -506,23 +544,24 @@ def _verify(
     ]
     if found:
         return found
-    candidates = list(sizes) if _symbolic(model, shapes) else list(sizes[:1])
+    candidates = _plans(model, shapes, sizes)
     with tempfile.TemporaryDirectory(prefix="onnxforge-check-") as tmp:
         folder = Path(tmp)
         if path is None:
             path = folder / "model.onnx"
             save(model, path)
         for runtime in runtimes:
-            tried: list[int] = []
+            tried: list[SizePlan] = []
+            seen: set[tuple[tuple[int, ...], ...]] = set()
             last = ""
-            for size in candidates:
+            for plan in candidates:
                 rng = np.random.default_rng(0)
                 feeds: dict[str, np.ndarray] = {}
                 made: np.ndarray | str = ""
                 for value in model.graph.inputs:
                     if value.const is not None:
                         continue  # an initializer that is also an input: its value is used
-                    made = _random_input(value, shapes, size, rng)
+                    made = _random_input(value, shapes, plan, rng)
                     if isinstance(made, str):
                         break
                     feeds[value.name] = made
@@ -531,18 +570,24 @@ def _verify(
                     if not tried:  # no input can be made at all: name it
                         found.append(Problem(file, "", "verify", f"cannot run the model: {made}"))
                     break
-                tried.append(size)
+                shapes_fed = tuple(a.shape for a in feeds.values())
+                if shapes_fed in seen:
+                    continue  # batch 1 of a model whose only symbol is the batch: tried
+                seen.add(shapes_fed)
+                tried.append(plan)
                 last = run_in_child(runtime, path, [feeds], folder).error or ""
                 if not last:
-                    logger.info("%s runs %s with symbolic dims %d", runtime, file, size)
+                    logger.info("%s runs %s with symbolic dims %s", runtime, file, plan)
                     if ran_with is not None:
                         ran_with[runtime] = {k: list(v.shape) for k, v in feeds.items()}
                     break
             else:
                 if len(tried) > 1:
-                    shown = ", ".join(map(str, tried))
+                    same = ", ".join(str(p.every) for p in tried if p.batch_one is None)
+                    ones = ", ".join(str(p.every) for p in tried if p.batch_one is not None)
+                    also = f", and batch 1 with the others {ones}" if ones else ""
                     last += (
-                        f" (tried with symbolic dims {shown}; set the sizes with "
+                        f" (tried with symbolic dims {same}{also}; set the sizes with "
                         "--input-shape NAME=D1,D2,...)"
                     )
                 found.append(Problem(file, "", "verify", last))

@@ -99,6 +99,25 @@ def vad_like() -> onnx.ModelProto:
     )
 
 
+def one_sample() -> onnx.ModelProto:
+    """A model that takes one sample ([1, L] read as [L]) and a reflect Pad of 2 (L >= 3): no
+    single size runs it, batch 1 with L = 4 does."""
+    pads = numpy_helper.from_array(np.array([2, 2], np.int64), "pads")
+    start = numpy_helper.from_array(np.array([1], np.int64), "start")
+    end = numpy_helper.from_array(np.array([2], np.int64), "end")
+    return _model(
+        [
+            helper.make_node("Shape", ["x"], ["s"]),
+            helper.make_node("Slice", ["s", "start", "end"], ["length"]),
+            helper.make_node("Reshape", ["x", "length"], ["row"]),
+            helper.make_node("Pad", ["row", "pads"], ["y"], mode="reflect"),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "L"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [pads, start, end],
+    )
+
+
 def never_runs() -> onnx.ModelProto:
     """Reshape of [N, 3] to [7, 11]: no N runs it."""
     shape = numpy_helper.from_array(np.array([7, 11], np.int64), "shape")
@@ -181,6 +200,7 @@ def test_an_error_keeps_its_code_and_severity_in_every_format(tmp_path: Path) ->
     [
         (yolo_like, {"images": [32, 3, 32, 32]}),
         (vad_like, {"audio": [2, 2], "input_ids": []}),
+        (one_sample, {"x": [1, 4]}),
     ],
 )
 def test_verify_finds_a_size_the_model_runs_with_and_names_it(
