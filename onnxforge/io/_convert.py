@@ -651,6 +651,17 @@ def _fits(value: Any, kind: int) -> bool:
     return inferred == kind or (kind == _A.FLOAT and inferred == _A.INT)
 
 
+UNANNOTATED_OUTPUTS = frozenset({("ai.onnx.ml", "Normalizer")})
+"""Ops whose outputs get no new value_info: onnxruntime (1.31) computes ai.onnx.ml Normalizer
+wrongly once the shapes of its input and output are both declared (its memory planner gives
+them one buffer and the signs are lost). The type stays known in memory; the file says less."""
+
+
+def _unannotated(g: Graph, value: Value) -> bool:
+    producer = g.producer(value)
+    return producer is not None and (producer.domain, producer.op_type) in UNANNOTATED_OUTPUTS
+
+
 class _Writer:
     def __init__(self, sink: TensorSink) -> None:
         self.sink = sink
@@ -792,6 +803,7 @@ class _Writer:
                 and value not in interface
                 and value._graph is g
                 and not isinstance(value._source, _ValueSource)
+                and not _unannotated(g, value)
             ):
                 self.value_info(value, out.add(), None)
 

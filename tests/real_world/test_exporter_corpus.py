@@ -32,13 +32,6 @@ import corpus  # noqa: E402
 import shapes  # noqa: E402
 
 runner = CliRunner()
-ONNXRUNTIME_BUGS = {
-    ("sklearn/normalize_binarize.onnx", "infer"): (
-        "onnxruntime 1.31's ai.onnx.ml Normalizer (L2) is wrong in place: once value_info says "
-        "its input and output are both [unk__0, 4], the memory planner gives them one buffer "
-        "and the signs are lost; the shapes written are true"
-    ),
-}
 COMMANDS = {
     "infer": ["infer"],
     "fold": ["fold"],
@@ -110,8 +103,6 @@ def test_every_command_accepts_the_model_and_keeps_its_outputs(
     result = runner.invoke(app, [*COMMANDS[command], str(path), "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert path.read_bytes() == before
-    if (name, command) in ONNXRUNTIME_BUGS:
-        pytest.xfail(ONNXRUNTIME_BUGS[name, command])
     proto = onnx.load(path)
     observed = observe(proto)
     assert not isinstance(observed, str), observed
