@@ -13,6 +13,7 @@ quantizer output (dynamic, static QDQ and QOperator) and onnxscript's functions.
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -125,3 +126,14 @@ def test_every_command_accepts_the_model_and_keeps_its_outputs(
                 if isinstance(a, np.ndarray)
                 else a == b
             ), key
+
+
+@pytest.mark.parametrize("name", _names())
+def test_the_gate_passes_every_model_onnxruntime_runs(name: str, built: Path) -> None:
+    # check as a model repository's CI runs it: no false alarm on a model that runs
+    path = _path(name, built)
+    args = ["check", str(path), "--runtime", "onnxruntime", "--verify", "onnxruntime"]
+    result = runner.invoke(app, [*args, "--jobs", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["errors"] == 0 and report["files"][0]["ran_with"], report
