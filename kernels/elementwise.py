@@ -4,10 +4,10 @@ Cast, QuantizeLinear/DequantizeLinear).
 Results keep the input's element type: integer arithmetic wraps around as ONNX's C++ kernels do
 (uint8 3 - 5 = 254), float16 and bfloat16 (``ml_dtypes.bfloat16``) stay float16 and bfloat16.
 Add/Sub/Mul/Div/Pow and the comparison and logic ops of opset 1 (and 6) broadcast by the legacy
-``broadcast``/``axis`` rule of Caffe2 (see ``onnxforge.shape_infer.broadcast``), later versions
-by numpy's. What ONNX leaves undefined (integer division by zero, a float out of an integer
-type's range, NaN quantized to an integer) is a KernelError, so nothing is folded into a value
-the runtime might not compute. Cast, CastLike and Q/DQ on types numpy cannot hold exactly
+``broadcast``/``axis`` rule (see ``onnxforge.shape_infer.broadcast``), later versions by
+numpy's. What ONNX leaves undefined (integer division by zero, a float out of an integer type's
+range, NaN quantized to an integer) is a KernelError, so nothing is folded into a value the
+runtime might not compute. Cast, CastLike and Q/DQ on types numpy cannot hold exactly
 (float8, int4, int2, float4, float6, string) run onnx's reference implementation.
 """
 
@@ -157,9 +157,10 @@ def _equal_shapes(op: Op, arrays: Sequence[np.ndarray]) -> None:
 def _legacy_b(op: Op, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """B reshaped so that numpy broadcasting places it on A as opset 1/6 did.
 
-    ``broadcast=0``: equal shapes. ``broadcast=1``: Caffe2's rule (a one-element B always fits;
-    otherwise B sits on A's dims from ``axis``, absent or -1 meaning suffix alignment), checked by
-    the shape rule's ``broadcast_shape(rule="legacy")``. The result has A's shape.
+    ``broadcast=0``: equal shapes. ``broadcast=1``: rank(B) <= rank(A); a one-element B fits
+    from any axis, any other B sits on A's dims from ``axis`` (absent or -1 meaning suffix
+    alignment), checked by the shape rule's ``broadcast_shape(rule="legacy")``, so an invalid
+    model is a KernelError, never a value. The result has A's shape.
     """
     if not op.attr("broadcast", 0):
         if a.shape != b.shape:

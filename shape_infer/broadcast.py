@@ -2,12 +2,16 @@
 
 - ``numpy``: ONNX multidirectional broadcasting (Add/Sub/... from opset 7) and OpenVINO
   ``auto_broadcast="numpy"``.
-- ``legacy``: ONNX Add/Sub/Mul/Div/Pow-1 and -6 with ``broadcast=1``, with the semantics of
-  Caffe2's ComputeLegacyBroadcastSizes (those ops come from Caffe2): a one-element B always fits,
-  whatever its rank; otherwise rank(B) <= rank(A), B is placed on A's dims from ``axis`` (None or
-  -1: suffix alignment; any other value must lie in [0, rank(A)-rank(B)]), B's leading and
-  trailing 1s broadcast and every dim between them equals A's, 1s included ("1-dim expansion
-  doesn't work yet"). The output has A's shape. ``broadcast=0`` is the ``none`` rule.
+- ``legacy``: ONNX Add/Sub/Mul/Div/Pow-1 and -6 with ``broadcast=1``, as the spec's text states
+  it: rank(B) <= rank(A) always, a one-element B included (the text allows "a scalar tensor and
+  any tensor with rank equal to or smaller than the first tensor", so A=[3], B=[1,1] and A=[],
+  B=[1] are invalid models, although Caffe2 ran any one-element B). A one-element B fits
+  whatever ``axis`` says; any other B is placed on A's dims from ``axis`` (None or -1: suffix
+  alignment; any other value must lie in [0, rank(A)-rank(B)]). Where the text says only "a
+  contiguous subset of the first tensor's shape", B's leading and trailing 1s are read as
+  Caffe2's ComputeLegacyBroadcastSizes reads them (those ops come from Caffe2): set aside, not
+  placed; every dim between them equals A's, 1s included ("1-dim expansion doesn't work yet").
+  The output has A's shape. ``broadcast=0`` is the ``none`` rule.
 - ``none``: equal shapes (OpenVINO ``auto_broadcast="none"``, ONNX legacy ``broadcast=0``).
 - ``pdpd``: OpenVINO's PaddlePaddle rule, as ``PartialShape::broadcast_merge_into`` implements it
   for shape inference: rank(B) <= rank(A), ``axis`` >= -1 (-1: rank(A)-rank(B)), and all of B,
@@ -124,22 +128,26 @@ class _Broadcast:
         return tuple(self.equal(i, i) for i in range(len(self.a)))
 
     def legacy(self, axis: int | None) -> Shape:
-        """Caffe2's rule. Only static dims other than 1 are surely B's own: a symbol or None may
-        be a 1 that Caffe2 trims, so the dims that must equal A's run from B's first to its last
-        static non-1 dim, and a B without such dims may be one element, which always fits."""
+        """The spec's rule, B's outer 1s set aside as Caffe2 does. Only static dims other than 1
+        are surely B's own: a symbol or None may be a 1 that Caffe2 trims, so the dims that must
+        equal A's run from B's first to its last static non-1 dim, and a B without such dims may
+        be one element, which fits from any axis (but never with a rank above A's)."""
         a, b = self.a, self.b
         core = [j for j, d in enumerate(b) if isinstance(d, int) and d != 1]
-        fits_rank = len(b) <= len(a)
+        if len(b) > len(a):
+            one = "" if core else ", a one-element B included"
+            raise self.fail(
+                f"rank of B ({len(b)}) exceeds rank of A ({len(a)}); broadcast=1 needs "
+                f"rank(B) <= rank(A){one}"
+            )
         if axis is None or axis == -1:
             axis = len(a) - len(b)
         if not core:
-            if not (fits_rank and 0 <= axis <= len(a) - len(b)):
+            if not 0 <= axis <= len(a) - len(b):
                 for d in b:  # only a one-element B fits here
                     if _named(d):
                         self.assume(d, 1)
             return a
-        if not fits_rank:
-            raise self.fail(f"rank of B ({len(b)}) exceeds rank of A ({len(a)})")
         if not 0 <= axis <= len(a) - len(b):
             raise self.fail(f"axis {axis} is outside [0, {len(a) - len(b)}]")
         for j in range(core[0], core[-1] + 1):

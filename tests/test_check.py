@@ -126,6 +126,20 @@ def test_an_incompatible_sub_is_a_shape_problem_with_the_numbers(tmp_path: Path)
     assert "Sub-14" in problem.message and "[2,3] and [4]" in problem.message
 
 
+@pytest.mark.parametrize(("a", "b"), [("[3]", "[1,1]"), ("[1]", "[1,1]"), ("", "[1]")])
+def test_a_legacy_sub_with_a_one_element_b_of_higher_rank_is_a_shape_problem(
+    tmp_path: Path, a: str, b: str
+) -> None:
+    # Sub-6 allows a one-element B only "with rank equal to or smaller than the first tensor".
+    text = f"""<ir_version: 3, opset_import: ["" : 6]>
+    g (float{a} a, float{b} b) => (float{a} y) {{ y = Sub <broadcast = 1> (a, b) }}"""
+    [problem] = onnxforge.check(_write(tmp_path, text))
+    assert (problem.code, problem.severity, problem.node) == ("shape", "error", "Sub (unnamed)")
+    shapes = f"{a or '[]'} and {b} under the legacy rule"
+    assert "Sub-6" in problem.message and shapes in problem.message
+    assert "rank of B" in problem.message and "one-element B" in problem.message
+
+
 def test_every_shape_error_is_listed_at_once(tmp_path: Path) -> None:
     path = _write(
         tmp_path,

@@ -98,6 +98,22 @@ def test_a_broken_model_exits_1_with_the_problem_named(tmp_path: Path, kind: str
     assert re.fullmatch(r"1 file checked: \d errors? in 1 file", result.stderr.strip())
 
 
+@pytest.mark.parametrize(("a", "b"), [("[3]", "[1,1]"), ("[1]", "[1,1]"), ("", "[1]")])
+def test_a_legacy_sub_with_a_one_element_b_of_higher_rank_exits_1_as_a_shape_error(
+    tmp_path: Path, a: str, b: str
+) -> None:
+    text = f"""<ir_version: 3, opset_import: ["" : 6]>
+    g (float{a} a, float{b} b) => (float{a} y) {{ y = Sub <broadcast = 1> (a, b) }}"""
+    path = _write(tmp_path, text)
+    result = _invoke(str(path))
+    assert result.exit_code == 1, result.output
+    [line] = result.stdout.splitlines()
+    assert line.startswith(f"{path}: Sub (unnamed): Sub-6 ")
+    assert f"{a or '[]'} and {b} under the legacy rule: rank of B" in line
+    assert line.endswith("[shape, error]")
+    assert "Traceback" not in result.output
+
+
 def test_several_files_are_all_checked_and_the_worst_code_wins(tmp_path: Path) -> None:
     good = _write(tmp_path, GOOD, "good.onnx")
     split = _write(tmp_path, BROKEN["split"][0], "split.onnx")

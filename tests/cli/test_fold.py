@@ -78,3 +78,24 @@ def test_unreadable_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     result = runner.invoke(app, ["fold", str(bad), "-o", str(tmp_path / "o.onnx")])
     assert result.exit_code == 2
     assert not (tmp_path / "o.onnx").exists()
+
+
+def test_an_invalid_legacy_sub_exits_1_naming_why_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "legacy.onnx"
+    onnx.save(
+        parser.parse_model(
+            """<ir_version: 4, opset_import: ["" : 6]>
+    g () => (float[3] y) <float[3] a = {1.0, 2.0, 3.0}, float[1, 1] b = {1.0}> {
+        y = Sub <broadcast = 1> (a, b)
+    }"""
+        ),
+        path,
+    )
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(app, ["fold", str(path), "-o", str(out)])
+    assert result.exit_code == 1, result.output
+    assert "[3] and [1,1] under the legacy rule: rank of B (2) exceeds rank of A (1)" in (
+        result.stderr
+    )
+    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output
+    assert not out.exists()

@@ -119,11 +119,19 @@ def test_sub_6_initializer_b_is_reshaped_in_place_of_a_reshape_node() -> None:
     assert b.const.numpy().shape == (3, 1, 1) and b.name == "b_legacy"
 
 
-def test_sub_6_one_element_b_of_higher_rank_than_a_becomes_a_scalar() -> None:
-    model = binary(6, "float[2,3] a", "float[1,1,1] b", "broadcast = 1")
-    b = np.full((1, 1, 1), 0.5, np.float32)
+def test_sub_6_one_element_b_outside_the_axis_range_becomes_a_scalar() -> None:
+    model = binary(6, "float[2,3] a", "float[1,1] b", "broadcast = 1, axis = 1")
+    b = np.full((1, 1), 0.5, np.float32)
     convert_and_compare(model, 7, {"a": A[0, 0, :2, :3], "b": b})
     assert model.graph.outputs_of(node(model, "Reshape"))[0].type.shape == ()
+
+
+def test_sub_6_one_element_b_of_higher_rank_than_a_is_refused_naming_the_node() -> None:
+    # Sub-6 allows a one-element B only "with rank equal to or smaller than the first tensor".
+    model = binary(6, "float[2,3] a", "float[1,1,1] b", "broadcast = 1")
+    node(model).name = "minus"
+    with pytest.raises(AdapterError, match="Sub node 'minus' 6 -> 7: .*rank of B \\(3\\)"):
+        convert(model, 7)
 
 
 def test_sub_6_without_broadcast_only_loses_the_attributes() -> None:

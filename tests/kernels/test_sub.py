@@ -218,12 +218,24 @@ def test_sub_6_broadcast_1_axis_minus_1_is_suffix_alignment() -> None:
     assert out.tolist() == [[-1.0, -1.0, -1.0], [2.0, 2.0, 2.0]]
 
 
-def test_sub_1_broadcast_1_one_element_b_of_higher_rank_fits_any_a() -> None:
+def test_sub_1_broadcast_1_one_element_b_up_to_the_rank_of_a_fits_from_any_axis() -> None:
     a = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
-    b = np.full((1, 1, 1, 1, 1), 0.5, np.float32)
-    out = sub(1, a, b, broadcast=1)
-    assert out.shape == (2, 2)
-    assert out.tolist() == [[0.5, 1.5], [2.5, 3.5]]
+    for shape, axis in (
+        ((1, 1), {}),
+        ((1,), {"axis": 0}),
+        ((), {"axis": 5}),
+        ((1, 1), {"axis": 1}),
+    ):
+        out = sub(1, a, np.full(shape, 0.5, np.float32), broadcast=1, **axis)
+        assert out.tolist() == [[0.5, 1.5], [2.5, 3.5]], (shape, axis)
+
+
+@pytest.mark.parametrize(("a", "b"), [((3,), (1, 1)), ((1,), (1, 1)), ((), (1,))])
+def test_sub_1_broadcast_1_one_element_b_of_higher_rank_is_a_kernel_error(
+    a: tuple, b: tuple
+) -> None:
+    with pytest.raises(KernelError, match="rank of B .* exceeds rank of A"):
+        sub(1, np.ones(a, np.float32), np.ones(b, np.float32), broadcast=1)
 
 
 def test_sub_1_ignores_consumed_inputs() -> None:
@@ -351,15 +363,16 @@ def legacy_start(
 ) -> int | None:
     """Where B starts on A under Sub-1/6 (-1 for a one-element B), or None if B does not fit.
 
-    broadcast=0: equal shapes. broadcast=1: a one-element B fits anything; otherwise B, its
-    leading and trailing 1s set aside, must equal A's dims from ``axis`` (suffix when absent).
+    broadcast=0: equal shapes. broadcast=1: rank(B) <= rank(A); a one-element B fits from any
+    axis; otherwise B, its leading and trailing 1s set aside, must equal A's dims from ``axis``
+    (suffix when absent).
     """
     if not broadcast:
         return 0 if a == b else None
-    if math.prod(b) == 1:
-        return -1
     if len(b) > len(a):
         return None
+    if math.prod(b) == 1:
+        return -1
     start = len(a) - len(b) if axis in (None, -1) else axis
     assert start is not None
     if not 0 <= start <= len(a) - len(b):

@@ -309,6 +309,29 @@ def test_a_legacy_sub_with_axis_folds_to_the_right_values() -> None:
     np.testing.assert_array_equal(d.const.numpy(), a - b.reshape(1, 3, 4, 1))
 
 
+@pytest.mark.parametrize(("a", "b"), [((3,), (1, 1)), ((1,), (1, 1)), ((), (1,))])
+def test_a_legacy_sub_with_a_one_element_b_of_higher_rank_is_not_evaluated(
+    a: tuple[int, ...], b: tuple[int, ...]
+) -> None:
+    # An invalid model (Sub-6 allows a one-element B only with rank <= rank(A)): the op stays.
+    graph = helper.make_graph(
+        [helper.make_node("Sub", ["a", "b"], ["y"], broadcast=1)],
+        "g",
+        [],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, list(a))],
+        [
+            numpy_helper.from_array(np.full(a, 3.0, np.float32), "a"),
+            numpy_helper.from_array(np.full(b, 1.0, np.float32), "b"),
+        ],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 6)])
+    proto.ir_version = 4  # initializers that are not graph inputs
+    model = from_proto(proto)
+    stats = _fold(model)
+    assert stats == {"not_folded.kernel_error": 1}
+    assert _ops(model) == ["Sub"] and len(model.graph.initializers) == 2
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_folded_models_compute_what_the_original_did(seed: int) -> None:
     rng = np.random.default_rng(seed)

@@ -166,7 +166,7 @@ def test_none_unknown_dim_takes_the_other() -> None:
     assert assumptions((None, "N"), (3, None), rule="none") == ((3, "N"), [])
 
 
-# --- legacy: ONNX Sub-1/Sub-6 broadcast=1, Caffe2's ComputeLegacyBroadcastSizes ---------------
+# --- legacy: ONNX Sub-1/Sub-6 broadcast=1: the spec's text, B's outer 1s as Caffe2 reads them ---
 
 
 @pytest.mark.parametrize(
@@ -184,10 +184,27 @@ def test_legacy_onnx_documented_examples_have_a_shape(b: tuple, axis: int | None
     assert broadcast_shape((2, 3, 4, 5), b, rule="legacy", axis=axis) == (2, 3, 4, 5)
 
 
-def test_legacy_one_element_b_fits_any_rank() -> None:
-    assert broadcast_shape((2, 3), (1, 1, 1, 1), rule="legacy") == (2, 3)
-    assert broadcast_shape((), (1,), rule="legacy") == ()
+def test_legacy_one_element_b_fits_up_to_the_rank_of_a() -> None:
+    assert broadcast_shape((2, 3), (1, 1), rule="legacy") == (2, 3)
+    assert broadcast_shape((2, 3), (1,), rule="legacy") == (2, 3)
+    assert broadcast_shape((2, 3), (), rule="legacy") == (2, 3)
     assert broadcast_shape((), (), rule="legacy") == ()
+
+
+@pytest.mark.parametrize(
+    ("a", "b"), [((3,), (1, 1)), ((1,), (1, 1)), ((), (1,)), ((2, 3), (1, 1, 1, 1))]
+)
+def test_legacy_one_element_b_of_higher_rank_than_a_is_rejected(a: tuple, b: tuple) -> None:
+    # Sub-1/6: "element size 1 (including a scalar tensor and any tensor with rank equal to or
+    # smaller than the first tensor)"; Caffe2 ran any one-element B, the spec does not allow it.
+    with pytest.raises(ShapeError) as info:
+        broadcast_shape(a, b, rule="legacy")
+    shape = lambda s: "[" + ",".join(map(str, s)) + "]"  # noqa: E731
+    assert str(info.value) == (
+        f"cannot broadcast {shape(a)} and {shape(b)} under the legacy rule: rank of B "
+        f"({len(b)}) exceeds rank of A ({len(a)}); broadcast=1 needs rank(B) <= rank(A), "
+        "a one-element B included"
+    )
 
 
 def test_legacy_one_element_b_ignores_the_axis() -> None:
@@ -246,9 +263,15 @@ def test_legacy_symbol_at_the_edge_of_b_may_be_a_trimmed_one() -> None:
     assert assumptions((2, 3, 4), ("N", 4), rule="legacy") == ((2, 3, 4), [])
 
 
-def test_legacy_unknown_b_of_higher_rank_may_be_one_element() -> None:
-    assert assumptions((), (None, 1), rule="legacy") == ((), [])
-    assert assumptions((3,), ("N", "M"), rule="legacy") == ((3,), [("N", 1), ("M", 1)])
+def test_legacy_unknown_b_of_higher_rank_is_rejected_even_if_one_element() -> None:
+    for a, b in (((), (None, 1)), ((3,), ("N", "M"))):
+        with pytest.raises(ShapeError, match="one-element B included"):
+            broadcast_shape(a, b, rule="legacy")
+
+
+def test_legacy_unknown_b_outside_the_axis_range_may_be_one_element() -> None:
+    assert assumptions((3,), ("N",), rule="legacy", axis=1) == ((3,), [("N", 1)])
+    assert assumptions((3, 4), (None, 1), rule="legacy", axis=5) == ((3, 4), [])
 
 
 def test_legacy_static_one_inside_a_symbolic_a_is_assumed() -> None:
@@ -265,13 +288,14 @@ class Caffe2Enforce(Exception):
 def caffe2_legacy_sub(a: np.ndarray, b: np.ndarray, axis: int | None) -> np.ndarray:
     """A - B the way Caffe2's BinaryElementwiseWithArgsOp runs with legacy broadcast: a
     one-element B goes against A flattened; otherwise ComputeLegacyBroadcastSizes splits A into
-    (pre, n, post) and B into (n, 1), enforcing every condition on the way."""
+    (pre, n, post) and B into (n, 1), enforcing every condition on the way. One change, the
+    ONNX spec's: a one-element B must not have a higher rank than A (Caffe2 ran it)."""
     if axis is None:
         axis = -1  # the op's default
-    if b.size == 1:
-        return (a.reshape(a.size) - b.reshape(1)).reshape(a.shape)
     if a.ndim < b.ndim:
         raise Caffe2Enforce("input1 should have a smaller or equal number of dimensions")
+    if b.size == 1:
+        return (a.reshape(a.size) - b.reshape(1)).reshape(a.shape)
     if axis == -1:
         axis = a.ndim - b.ndim
     if not 0 <= axis <= a.ndim - b.ndim:

@@ -179,6 +179,10 @@ def test_sub_legacy_versions_give_a_shape(
         ("[2,3,4,5]", "[3,4]", "broadcast=1, axis=3", "axis 3 is outside [0, 2]"),
         ("[3]", "[2,3]", "broadcast=1", "rank of B (2) exceeds rank of A (1)"),
         ("[2,3,4]", "[3,1,4]", "broadcast=1", "does not fit"),  # no 1-dim expansion inside B
+        # a one-element B only "with rank equal to or smaller than the first tensor"
+        ("[3]", "[1,1]", "broadcast=1", "[3] and [1,1] under the legacy rule: rank of B (2)"),
+        ("[1]", "[1,1]", "broadcast=1", "[1] and [1,1] under the legacy rule: rank of B (2)"),
+        ("", "[1]", "broadcast=1", "[] and [1] under the legacy rule: rank of B (1)"),
     ],
 )
 def test_sub_legacy_shapes_that_do_not_fit_are_an_error(
@@ -373,16 +377,17 @@ def legacy_oracle(
 ) -> tuple[int, ...] | None:
     """Sub-1/6 computed directly: the spec's rule with Caffe2's treatment of B's outer 1s.
 
-    broadcast=0: equal shapes. broadcast=1: a one-element B always fits; otherwise B, with its
-    leading and trailing 1s set aside, must equal A's dims from ``axis`` (suffix when absent).
+    broadcast=0: equal shapes. broadcast=1: rank(B) <= rank(A); a one-element B fits from any
+    axis; otherwise B, with its leading and trailing 1s set aside, must equal A's dims from
+    ``axis`` (suffix when absent).
     """
     x, y = np.zeros(a), np.zeros(b)
     if not broadcast:
         return (x - y).shape if a == b else None
-    if y.size == 1:
-        return (x - y.reshape(())).shape
     if y.ndim > x.ndim:
         return None
+    if y.size == 1:
+        return (x - y.reshape(())).shape
     start = x.ndim - y.ndim if axis in (None, -1) else axis
     if not 0 <= start <= x.ndim - y.ndim:
         return None
