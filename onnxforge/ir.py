@@ -437,6 +437,8 @@ class Graph:
         self._holders: list[Op] | None = None  # ops holding subgraphs; None: not yet known
         self._source: Any = None
         self._names: set[str] | None = None  # fresh_name's record of the model's names
+        self._order: list[Op] | None = None  # topo_order's last answer, until an edit
+        self._order_lost: bool = False  # ops were removed since: filter, no need to sort
 
     # -- reading ---------------------------------------------------------------------------
     @property
@@ -540,6 +542,7 @@ class Graph:
         op._outputs = outputs
         self._ops[op] = None
         self._holders = None
+        self._reordered()
         self.nx.add_node(op)
         for port, value in enumerate(inputs):
             if value is not None:
@@ -556,9 +559,11 @@ class Graph:
     def _add_use(self, value: Value, op: Op, key: int | tuple[str, str]) -> None:
         """Edge value -> op; an outer value also becomes a capture of every enclosing op."""
         self.nx.add_edge(value, op, key=key)
+        self._reordered()
         graph: Graph = self
         while value._graph is not graph and graph.owner is not None and graph.parent is not None:
             owner, graph = graph.owner, graph.parent
+            graph._reordered()
             capture_key = ("capture", value.name)
             if not graph.nx.has_edge(value, owner, key=capture_key):
                 graph.nx.add_edge(value, owner, key=capture_key)
@@ -585,7 +590,34 @@ class Graph:
         self.nx.remove_node(op)
         del self._ops[op]
         self._holders = None
+        self._shrunk()
         op._graph = None
+
+    def drop_outputs(self, op: Op, keep: int) -> None:
+        """Remove the outputs of ``op`` from port ``keep`` on; they must be unused."""
+        for value in op._outputs[keep:]:
+            if value is not None:
+                if self.is_used(value):
+                    raise OnnxForgeError(f"{op.describe()}: output {value.name!r} is used")
+                self.nx.remove_node(value)
+        op._outputs = op._outputs[:keep]
+
+    def set_output(self, op: Op, port: int, value: Value) -> Value | None:
+        """Output ``port`` of ``op`` becomes ``value`` (a fresh one); the old value, returned,
+        is left without a producer for the caller to replace or remove."""
+        old = op._outputs[port]
+        if old is not None:
+            self.nx.remove_edge(op, old, key=port)
+        op._outputs[port] = value
+        self.nx.add_edge(op, value, key=port)
+        self._reordered()
+        return old
+
+    def remove_value(self, value: Value) -> None:
+        """Drop a value that nothing produces or reads any more."""
+        if self.is_used(value) or value in self.inputs or self.producer(value) is not None:
+            raise OnnxForgeError(f"value {value.name!r} is still used or produced")
+        self.nx.remove_node(value)
 
     def make_constant(self, op: Op, tensors: Sequence[Tensor | None]) -> None:
         """Remove ``op``; each output with a tensor becomes an initializer holding it (its uses
@@ -597,6 +629,7 @@ class Graph:
         self.nx.remove_node(op)
         del self._ops[op]
         self._holders = None
+        self._shrunk()
         op._graph = None
         for value, tensor in zip(outputs, list(tensors) + [None] * len(outputs), strict=False):
             if value is None:
@@ -626,6 +659,7 @@ class Graph:
         self.nx.remove_node(op)
         del self._ops[op]
         self._holders = None
+        self._reordered()
         op._graph = None
         root: Graph = self
         while root.parent is not None:
@@ -662,6 +696,7 @@ class Graph:
         for op, key in [(o, k) for o, ks in self.nx.succ.get(old, {}).items() for k in ks]:
             if isinstance(key, tuple):  # a capture: rewire inside the subgraphs
                 self.nx.remove_edge(old, op, key=key)
+                self._reordered()
                 for sub in op.subgraphs():
                     if old in sub.nx:
                         count += sub.replace_all_uses(old, new)
@@ -703,13 +738,35 @@ class Graph:
         return names
 
     # -- order -----------------------------------------------------------------------------
+    def _reordered(self) -> None:
+        """An edit that may change which orders are topological (an op or a use added)."""
+        self._order = None
+
+    def _shrunk(self) -> None:
+        """Ops were removed: the last order, less them, is still topological."""
+        self._order_lost = True
+
     def topo_order(self) -> list[Op]:
         """Ops in a topological order that keeps the stored order wherever it is valid.
 
+        The order is kept until an edit adds an op or a use (removals only filter it): a
+        pipeline asks for it once per pass, and most passes change nothing (profile of
+        optimize on a 100k-op chain: 13 sorts were 40% of the run).
+
         Raises InvalidModelError on a cycle.
         """
-        # networkx's raw adjacency dicts: its views cost more than the sort (passes call this
-        # once per graph each).
+        if self._order is not None:
+            if self._order_lost:
+                self._order = [op for op in self._order if op._graph is self]
+                self._order_lost = False
+            return list(self._order)
+        self._order_lost = False
+        order = list(self._ops) if self.is_sorted() else self._sort()
+        self._order = order
+        return list(order)
+
+    def _sort(self) -> list[Op]:
+        # networkx's raw adjacency dicts: its views cost more than the sort.
         pred, succ = self.nx._pred, self.nx._succ
         by_position = list(self._ops)
         position = {op: i for i, op in enumerate(by_position)}

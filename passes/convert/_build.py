@@ -292,12 +292,10 @@ def reroute_output(
     old = graph.outputs_of(op)[port]
     assert old is not None
     fresh = graph.add_value(graph.fresh_name(f"{old.name}_inner"), type)
-    graph.nx.remove_edge(op, old, key=port)
-    op._outputs[port] = fresh
-    graph.nx.add_edge(op, fresh, key=port)
+    graph.set_output(op, port, fresh)
     result = after(fresh)
     graph.replace_all_uses(old, result)
-    graph.nx.remove_node(old)
+    graph.remove_value(old)
     result.name, result.type = old.name, old.type
 
 

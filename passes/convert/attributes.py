@@ -80,8 +80,7 @@ def max_pool_8_7(op: Op, graph: Graph, ctx: ConvertContext) -> None:
     if len(outputs) > 1 and outputs[1] is not None:
         if graph.is_used(outputs[1]):
             raise ctx.fail(op, "the Indices output is used; MaxPool-1 has none")
-        graph.nx.remove_node(outputs[1])
-        op._outputs = op._outputs[:1]
+        graph.drop_outputs(op, 1)
     op.attrs.pop("storage_order", None)
     finish(op, graph, ctx)
 

@@ -60,8 +60,7 @@ def _recast_mask(op: Op, graph: Graph, dtype: int, to: int) -> None:
     if mask is None:
         return
     if not graph.is_used(mask):
-        graph.nx.remove_node(mask)
-        op._outputs = op._outputs[:1]
+        graph.drop_outputs(op, 1)
         return
     shape = mask.type.shape if isinstance(mask.type, TensorType) else None
     reroute_output(
@@ -100,8 +99,7 @@ def _constant_mask(op: Op, graph: Graph) -> None:
         graph.replace_all_uses(mask, ones)
         name, mask.name = mask.name, graph.fresh_name(f"{mask.name}_unfilled")
         ones.name, ones.type = name, mask.type
-    graph.nx.remove_node(mask)
-    op._outputs = op._outputs[:1]
+    graph.drop_outputs(op, 1)
 
 
 @adapter("Dropout", 10, 9)
