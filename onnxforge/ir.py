@@ -1,8 +1,9 @@
-"""The in-memory model: ops and values in a networkx.MultiDiGraph, tensors without copies.
+"""The in-memory model: ops and values as a bipartite graph (readable as a
+networkx.MultiDiGraph), tensors without copies.
 
-The graph is bipartite. An edge ``value -> op`` is keyed by the input port, an edge
-``op -> value`` by the output port; an op that reads an outer-scope value inside one of its
-subgraphs gets an extra edge ``value -> op`` keyed ``("capture", name)``, so that dead-code
+An edge ``value -> op`` is keyed by the input port, an edge ``op -> value`` by the output
+port; an op that reads an outer-scope value inside one of its subgraphs gets an extra edge
+``value -> op`` keyed ``("capture", name)``, so that dead-code
 elimination and topological order see the use. Nothing here imports onnx: protobuf lives in
 ``onnxforge.io``, and the ``_source`` fields below are io's bookkeeping for lossless writes.
 """
@@ -322,11 +323,18 @@ class AttrRef:
 
 AttrValue = Any
 """int, float, str, bytes, Tensor, SparseTensor, Graph, OpaqueType, AttrRef or a list of those."""
+CaptureKey = tuple[str, str]
+"""``("capture", name)``: the key of the edge from an outer value to the op whose subgraph
+reads it."""
+Key = int | CaptureKey
+"""An edge's key: the input port, or a capture."""
 
 
 @dataclass(eq=False, slots=True)
 class Value:
-    """A named tensor (or other value) of a graph; identity-hashed so it can be a networkx node."""
+    """A named tensor (or other value) of a graph; identity-hashed (a dict key, a networkx
+    node). ``_producer`` is its one incoming edge, kept by Graph (its uses are the
+    graph's ``_uses``)."""
 
     name: str
     type: TensorType | OpaqueType | None = None
@@ -335,6 +343,7 @@ class Value:
     metadata_props: list[tuple[str, str]] = field(default_factory=list)
     _graph: Graph | None = field(default=None, repr=False)
     _source: Any = field(default=None, repr=False)
+    _producer: Op | None = field(default=None, repr=False)
 
     @property
     def graph(self) -> Graph | None:
@@ -421,10 +430,18 @@ class OrderedValues:
 
 
 class Graph:
-    """A (sub)graph: ops and values as networkx nodes, plus the graph's ordered interface."""
+    """A (sub)graph: ops and values with their edges, plus the graph's ordered interface.
+
+    The edges live in plain structures: ``op._inputs`` / ``op._outputs`` by port,
+    ``value._producer``, and ``graph._uses[value]``, the (op, key) pairs of its uses in this
+    graph (key: the input port, or ``("capture", name)`` for a value an op's subgraph reads).
+    ``nx`` gives the same graph as a networkx.MultiDiGraph to read (made on demand, kept until
+    the next edit). A profile of a 100k-node graph found networkx's three dicts per node and
+    two per edge to be most of building time and of memory (4.7 KB a node); these structures
+    keep what passes ask for.
+    """
 
     def __init__(self, name: str = "", *, parent: Graph | None = None) -> None:
-        self.nx: nx.MultiDiGraph = nx.MultiDiGraph()
         self.name = name
         self.doc_string = ""
         self.metadata_props: list[tuple[str, str]] = []
@@ -434,13 +451,35 @@ class Graph:
         self.parent = parent
         self.owner: Op | None = None
         self._ops: dict[Op, None] = {}
+        self._values: dict[Value, None] = {}  # defined or used here, in creation order
+        self._uses: dict[Value, dict[tuple[Op, Key], None]] = {}  # (op, key) per used value
+        self._captured: dict[Op, dict[Value, CaptureKey]] = {}  # holder op -> outer values
         self._holders: list[Op] | None = None  # ops holding subgraphs; None: not yet known
         self._source: Any = None
         self._names: set[str] | None = None  # fresh_name's record of the model's names
         self._order: list[Op] | None = None  # topo_order's last answer, until an edit
         self._order_lost: bool = False  # ops were removed since: filter, no need to sort
+        self._nx: nx.MultiDiGraph | None = None  # the networkx view, until an edit
 
     # -- reading ---------------------------------------------------------------------------
+    @property
+    def nx(self) -> nx.MultiDiGraph:
+        """This graph as a networkx.MultiDiGraph (values and ops as nodes, edges keyed by
+        port or ``("capture", name)``), to read: made on first use after an edit."""
+        if self._nx is None:
+            g = nx.MultiDiGraph()
+            g.add_nodes_from(self._values)
+            g.add_nodes_from(self._ops)
+            for op in self._ops:
+                for port, value in enumerate(op._outputs):
+                    if value is not None:
+                        g.add_edge(op, value, key=port)
+            for value, uses in self._uses.items():
+                for op, key in uses:
+                    g.add_edge(value, op, key=key)
+            self._nx = g
+        return self._nx
+
     @property
     def ops(self) -> list[Op]:
         """Ops in stored order (the file's, then additions); see topo_order()."""
@@ -451,7 +490,11 @@ class Graph:
 
     def values(self) -> Iterator[Value]:
         """Values this graph defines or uses, captured ones included, in creation order."""
-        return (n for n in self.nx.nodes if isinstance(n, Value))
+        return iter(self._values)
+
+    def __contains__(self, item: object) -> bool:
+        """An op or value of this graph (a captured outer value included)."""
+        return item in self._values or item in self._ops
 
     def inputs_of(self, op: Op) -> list[Value | None]:
         """Input values by port; None marks an omitted optional input."""
@@ -463,22 +506,32 @@ class Graph:
 
     def producer(self, value: Value) -> Op | None:
         """The op of this graph that produces ``value``, if any."""
-        pred = self.nx._pred.get(value)
-        return next(iter(pred), None) if pred else None
+        op = value._producer
+        return op if op is not None and op._graph is self else None
 
     def consumers(self, value: Value) -> list[tuple[Op, int]]:
         """(op, input port) of every use in this graph; captures by subgraphs not included."""
-        succ = self.nx.succ.get(value)
-        if not succ:
-            return []
-        return [(op, key) for op, keys in succ.items() for key in keys if isinstance(key, int)]
+        uses = self._uses.get(value)
+        return [(op, key) for op, key in uses if type(key) is int] if uses else []
+
+    def uses(self, value: Value) -> list[tuple[Op, Key]]:
+        """(op, key) of every use in this graph: input ports, and ``("capture", name)`` for
+        an op whose subgraphs read ``value``."""
+        uses = self._uses.get(value)
+        return list(uses) if uses else []
+
+    def use_count(self, value: Value) -> int:
+        """How many uses ``value`` has in this graph (ports and captures; not as an output)."""
+        uses = self._uses.get(value)
+        return len(uses) if uses else 0
 
     def captures(self) -> set[Value]:
         """Outer values read by this subgraph (or by subgraphs nested in it)."""
         return {
             v
-            for v in self.values()
-            if v._graph is not self and (self.nx.succ.get(v) or v in self.outputs)
+            for v in self._values
+            if v._graph is not self
+            and (self._uses.get(v) or v in self.outputs)
         }
 
     def refresh_captures(self, op: Op) -> None:
@@ -486,16 +539,24 @@ class Graph:
         wanted: set[Value] = set()
         for sub in op.subgraphs():
             wanted |= sub.captures()
-        for value, keys in list(self.nx.pred[op].items()):
-            for key in list(keys):
-                if isinstance(key, tuple) and value not in wanted:
-                    self.nx.remove_edge(value, op, key=key)
+        captured = self._captured.get(op)
+        if not captured:
+            return
+        for value, key in list(captured.items()):
+            if value not in wanted:
+                _unuse(value, op, key)
+                del captured[value]
+        self._edited()
 
     def is_used(self, value: Value) -> bool:
         """Read by an op, a subgraph or as a graph output."""
-        return bool(self.nx.succ.get(value)) or value in self.outputs
+        return bool(self._uses.get(value)) or value in self.outputs
 
     # -- building --------------------------------------------------------------------------
+    def _edited(self) -> None:
+        """Any edit: the networkx view is stale."""
+        self._nx = None
+
     def add_value(
         self,
         name: str,
@@ -505,7 +566,8 @@ class Graph:
     ) -> Value:
         """A new value defined by this graph (not yet an input, initializer or output)."""
         value = Value(name, type, const, _graph=self)
-        self.nx.add_node(value)
+        self._values[value] = None
+        self._nx = None
         names = self._root()._names
         if names is not None:
             names.add(name)
@@ -543,39 +605,71 @@ class Graph:
         self._ops[op] = None
         self._holders = None
         self._reordered()
-        self.nx.add_node(op)
         for port, value in enumerate(inputs):
             if value is not None:
                 self._add_use(value, op, port)
-        for port, value in enumerate(outputs):
+        for value in outputs:
             if value is not None:
-                self.nx.add_edge(op, value, key=port)
+                value._producer = op
+                self._values.setdefault(value)
         for sub in op.subgraphs():
             sub.parent, sub.owner = self, op
             self._root()._names = None  # its names join the model's: collect them again
             for value in sub.captures():
                 self._add_use(value, op, ("capture", value.name))
 
-    def _add_use(self, value: Value, op: Op, key: int | tuple[str, str]) -> None:
+    def _add_use(self, value: Value, op: Op, key: Key) -> None:
         """Edge value -> op; an outer value also becomes a capture of every enclosing op."""
-        self.nx.add_edge(value, op, key=key)
+        self._uses.setdefault(value, {})[(op, key)] = None
+        self._values.setdefault(value)
+        if isinstance(key, tuple):
+            self._captured.setdefault(op, {})[value] = key
         self._reordered()
         graph: Graph = self
         while value._graph is not graph and graph.owner is not None and graph.parent is not None:
             owner, graph = graph.owner, graph.parent
-            graph._reordered()
             capture_key = ("capture", value.name)
-            if not graph.nx.has_edge(value, owner, key=capture_key):
-                graph.nx.add_edge(value, owner, key=capture_key)
+            uses = graph._uses.setdefault(value, {})
+            if (owner, capture_key) not in uses:
+                uses[(owner, capture_key)] = None
+                graph._captured.setdefault(owner, {})[value] = capture_key
+                graph._values.setdefault(value)
+            graph._reordered()
 
     def set_input(self, op: Op, port: int, value: Value | None) -> None:
         """Rewire one input of ``op``."""
         old = op._inputs[port]
-        if old is not None and self.nx.has_edge(old, op, key=port):
-            self.nx.remove_edge(old, op, key=port)
+        if old is not None:
+            _unuse(old, op, port)
         op._inputs[port] = value
         if value is not None:
             self._add_use(value, op, port)
+        self._edited()
+
+    def _drop_value(self, value: Value) -> None:
+        """Remove a value and its edges in this graph (networkx's remove_node)."""
+        self._values.pop(value, None)
+        if value._producer is not None and value._producer._graph is self:
+            value._producer = None
+        for op, key in self._uses.pop(value, {}):
+            if isinstance(key, tuple):
+                self._captured.get(op, {}).pop(value, None)
+        self._edited()
+
+    def _drop_op(self, op: Op) -> None:
+        """Remove an op and the edges into it (its outputs are the caller's)."""
+        for port, value in enumerate(op._inputs):
+            if value is not None:
+                _unuse(value, op, port)
+        for value, key in self._captured.pop(op, {}).items():
+            _unuse(value, op, key)
+        for value in op._outputs:
+            if value is not None and value._producer is op:
+                value._producer = None
+        del self._ops[op]
+        self._holders = None
+        self._edited()
+        op._graph = None
 
     def remove_op(self, op: Op) -> None:
         """Remove ``op`` and its outputs; they must no longer be used."""
@@ -584,14 +678,11 @@ class Graph:
                 raise OnnxForgeError(
                     f"cannot remove {op.describe()}: output {value.name!r} is used"
                 )
-        for value in op._outputs:
-            if value is not None:
-                self.nx.remove_node(value)
-        self.nx.remove_node(op)
-        del self._ops[op]
-        self._holders = None
+        outputs = [v for v in op._outputs if v is not None]
+        self._drop_op(op)
+        for value in outputs:
+            self._drop_value(value)
         self._shrunk()
-        op._graph = None
 
     def drop_outputs(self, op: Op, keep: int) -> None:
         """Remove the outputs of ``op`` from port ``keep`` on; they must be unused."""
@@ -599,25 +690,27 @@ class Graph:
             if value is not None:
                 if self.is_used(value):
                     raise OnnxForgeError(f"{op.describe()}: output {value.name!r} is used")
-                self.nx.remove_node(value)
+                self._drop_value(value)
         op._outputs = op._outputs[:keep]
 
     def set_output(self, op: Op, port: int, value: Value) -> Value | None:
         """Output ``port`` of ``op`` becomes ``value`` (a fresh one); the old value, returned,
         is left without a producer for the caller to replace or remove."""
         old = op._outputs[port]
-        if old is not None:
-            self.nx.remove_edge(op, old, key=port)
+        if old is not None and old._producer is op:
+            old._producer = None
         op._outputs[port] = value
-        self.nx.add_edge(op, value, key=port)
+        value._producer = op
+        self._values.setdefault(value)
         self._reordered()
+        self._edited()
         return old
 
     def remove_value(self, value: Value) -> None:
         """Drop a value that nothing produces or reads any more."""
         if self.is_used(value) or value in self.inputs or self.producer(value) is not None:
             raise OnnxForgeError(f"value {value.name!r} is still used or produced")
-        self.nx.remove_node(value)
+        self._drop_value(value)
 
     def make_constant(self, op: Op, tensors: Sequence[Tensor | None]) -> None:
         """Remove ``op``; each output with a tensor becomes an initializer holding it (its uses
@@ -626,16 +719,13 @@ class Graph:
         for value, tensor in zip(outputs, list(tensors) + [None] * len(outputs), strict=False):
             if value is not None and tensor is None and self.is_used(value):
                 raise OnnxForgeError(f"{op.describe()}: output {value.name!r} is used")
-        self.nx.remove_node(op)
-        del self._ops[op]
-        self._holders = None
+        self._drop_op(op)
         self._shrunk()
-        op._graph = None
         for value, tensor in zip(outputs, list(tensors) + [None] * len(outputs), strict=False):
             if value is None:
                 continue
             if tensor is None:
-                self.nx.remove_node(value)
+                self._drop_value(value)
                 continue
             value.const = tensor
             if value not in self.outputs:
@@ -647,7 +737,7 @@ class Graph:
         if self.is_used(value) or value in self.inputs:
             raise OnnxForgeError(f"initializer {value.name!r} is still used")
         self.initializers.remove(value)
-        self.nx.remove_node(value)
+        self._drop_value(value)
 
     def inline(self, op: Op, body: Graph) -> None:
         """Replace ``op`` (an If whose branch is known) by the ops of ``body``.
@@ -656,11 +746,12 @@ class Graph:
         model); the op's outputs are replaced by the body's, and an output that is a graph
         output keeps its name through an Identity.
         """
-        self.nx.remove_node(op)
-        del self._ops[op]
-        self._holders = None
+        produced = list(op._outputs)
+        self._drop_op(op)
+        for value in produced:  # still this graph's values, replaced below
+            if value is not None:
+                value._producer = None
         self._reordered()
-        op._graph = None
         root: Graph = self
         while root.parent is not None:
             root = root.parent
@@ -672,19 +763,20 @@ class Graph:
             taken.add(value.name)
         for value in own:
             value._graph = self
-            self.nx.add_node(value)
+            self._values.setdefault(value)
         self.initializers.extend(v for v in body.initializers if v.const is not None)
         for inner in body.topo_order():
-            self._attach(inner, list(inner._inputs), list(inner._outputs))
-        for produced, result in zip(op._outputs, body.outputs, strict=False):
-            if produced is None:
+            inputs, outputs = list(inner._inputs), list(inner._outputs)
+            body._drop_op(inner)
+            self._attach(inner, inputs, outputs)
+        for value, result in zip(produced, body.outputs, strict=False):
+            if value is None:
                 continue
-            value = produced
             if value in self.outputs:
                 self._attach(Op("Identity", name=self.fresh_name(value.name)), [result], [value])
             else:
                 self.replace_all_uses(value, result)
-                self.nx.remove_node(value)
+                self._drop_value(value)
         self._root()._names = None
 
     def replace_all_uses(self, old: Value, new: Value) -> int:
@@ -693,18 +785,38 @@ class Graph:
         for op, port in self.consumers(old):
             self.set_input(op, port, new)
             count += 1
-        for op, key in [(o, k) for o, ks in self.nx.succ.get(old, {}).items() for k in ks]:
+        for op, key in self.uses(old):
             if isinstance(key, tuple):  # a capture: rewire inside the subgraphs
-                self.nx.remove_edge(old, op, key=key)
+                _unuse(old, op, key)
+                self._captured.get(op, {}).pop(old, None)
                 self._reordered()
+                self._edited()
                 for sub in op.subgraphs():
-                    if old in sub.nx:
+                    if old in sub._values:
                         count += sub.replace_all_uses(old, new)
         for i, value in enumerate(self.outputs):
             if value is old:
                 self.outputs[i] = new
                 count += 1
         return count
+
+    def rename(self, value: Value, name: str) -> None:
+        """Give ``value`` (of this graph) a new name; the capture keys, which hold the name,
+        follow in every graph that captures it."""
+        old = value.name
+        value.name = name
+        for graph in walk_graphs(self):
+            uses = graph._uses.get(value)
+            if not uses or ("capture", old) not in {k for _, k in uses}:
+                continue
+            graph._uses[value] = {
+                (op, ("capture", name) if key == ("capture", old) else key): None
+                for op, key in uses
+            }
+            for captured in graph._captured.values():
+                if value in captured:
+                    captured[value] = ("capture", name)
+            graph._edited()
 
     def _root(self) -> Graph:
         root: Graph = self
@@ -766,14 +878,12 @@ class Graph:
         return list(order)
 
     def _sort(self) -> list[Op]:
-        # networkx's raw adjacency dicts: its views cost more than the sort.
-        pred, succ = self.nx._pred, self.nx._succ
         by_position = list(self._ops)
         position = {op: i for i, op in enumerate(by_position)}
         waiting: dict[Op, int] = {}
         ready: list[int] = []
         for op in self._ops:
-            n = len({p for value in pred[op] for p in pred[value]})
+            n = len(self._producers(op))
             waiting[op] = n
             if n == 0:
                 ready.append(position[op])
@@ -782,14 +892,34 @@ class Graph:
         while ready:
             op = by_position[heapq.heappop(ready)]
             order.append(op)
-            for succ_op in {s for value in succ[op] for s in succ[value]}:
-                waiting[succ_op] -= 1
-                if waiting[succ_op] == 0:
-                    heapq.heappush(ready, position[succ_op])
+            readers = {
+                reader
+                for value in op._outputs
+                if value is not None
+                for reader, _ in self._uses.get(value, ())
+            }
+            for reader in readers:
+                waiting[reader] -= 1
+                if waiting[reader] == 0:
+                    heapq.heappush(ready, position[reader])
         if len(order) != len(self._ops):
             stuck = [op.describe() for op, n in waiting.items() if n > 0]
             raise InvalidModelError([f"cycle through the nodes {', '.join(stuck[:8])}"])
         return order
+
+    def _producers(self, op: Op) -> set[Op]:
+        """The ops of this graph whose outputs ``op`` reads (through its subgraphs too)."""
+        found = set()
+        for value in op._inputs:
+            if value is not None:
+                p = value._producer
+                if p is not None and p._graph is self:
+                    found.add(p)
+        for value in self._captured.get(op, ()):
+            p = value._producer
+            if p is not None and p._graph is self:
+                found.add(p)
+        return found
 
     def is_sorted(self) -> bool:
         """True when every op comes after the producers of what it reads (its subgraphs'
@@ -800,8 +930,8 @@ class Graph:
             for value in op._inputs:
                 if value in produced and value not in seen:
                     return False
-            has_subgraphs = op.attrs and any(True for _ in op.subgraphs())
-            if has_subgraphs and any(p in produced and p not in seen for p in self.nx.pred[op]):
+            captured = self._captured.get(op)
+            if captured and any(p in produced and p not in seen for p in captured):
                 return False
             seen.update(op._outputs)
         return True
@@ -950,6 +1080,18 @@ def no_gc() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def _unuse(value: Value, op: Op, key: Key) -> None:
+    """Drop the edge value -> op keyed ``key`` from the op's graph."""
+    graph = op._graph
+    if graph is None:
+        return
+    uses = graph._uses.get(value)
+    if uses is not None:
+        uses.pop((op, key), None)
+        if not uses:
+            del graph._uses[value]
 
 
 def walk_graphs(graph: Graph) -> Iterator[Graph]:

@@ -55,6 +55,8 @@ class Pass(abc.ABC):
     """One transformation with a stable kebab-case name; it edits the model in place."""
 
     name: ClassVar[str]
+    summary: ClassVar[str] = ""
+    """What the pass does, in one line (`onnxforge passes`); every registered pass has one."""
     types_only: ClassVar[bool] = False
     """True for a pass that only sets value types from inference: what was inferred before it
     stays valid, so it notes no change (see ``note_change``)."""
@@ -115,7 +117,9 @@ class FixedPoint(Pass):
     """Run ``passes`` in order, again and again until none of them changes the model, at
     most ``max_iterations`` rounds. Stats are the passes' own, prefixed with their name,
     plus ``iterations``; a cap reached with changes still coming is logged. ``rows`` sums
-    each inner pass over the rounds (time, ops before the first and after the last run)."""
+    each inner pass over the rounds: its time, the ops before its first run, and after it
+    that count changed by what its own runs added and removed (not what the passes between
+    them did, so a pass that changed nothing shows the same count twice)."""
 
     name: ClassVar[str] = "fixed-point"
 
@@ -137,7 +141,7 @@ class FixedPoint(Pass):
                 row = rows[p.name]
                 before = _count_ops(model)
                 if first:
-                    row.ops_before = before
+                    row.ops_before = row.ops_after = before
                 start = time.perf_counter()
                 for instrument in self.instruments:
                     instrument.before_pass(p, model)
@@ -150,7 +154,7 @@ class FixedPoint(Pass):
                 for instrument in self.instruments:
                     instrument.after_pass(p, model, step)
                 row.seconds += time.perf_counter() - start
-                row.ops_after = _count_ops(model)
+                row.ops_after += _count_ops(model) - before  # its own effect only
                 row.modified |= step.modified
                 changed |= step.modified
                 for key, count in step.stats.items():
@@ -181,9 +185,11 @@ P = TypeVar("P", bound=type[Pass])
 
 
 def register_pass(cls: P) -> P:
-    """Make a pass available by its name (``--passes``)."""
+    """Make a pass available by its name (``--passes``, `onnxforge passes`)."""
     if cls.name in PASSES:
         raise OnnxForgeError(f"pass {cls.name!r} registered twice")
+    if not cls.summary or "\n" in cls.summary:
+        raise OnnxForgeError(f"pass {cls.name!r} needs a one-line summary")
     PASSES[cls.name] = cls
     return cls
 

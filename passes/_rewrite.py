@@ -122,8 +122,9 @@ def only_reader(graph: Graph, value: Value | None, op: Op) -> bool:
     """``op`` is the one use of ``value``: no other op or port, no subgraph, no graph output."""
     if value is None or value.graph is not graph or is_graph_output(graph, value):
         return False
-    uses = [(o, k) for o, keys in graph.nx.succ[value].items() for k in keys]
-    return len(uses) == 1 and uses[0][0] is op
+    if graph.use_count(value) != 1:
+        return False
+    return graph.uses(value)[0][0] is op
 
 
 def producer_of(
@@ -150,17 +151,10 @@ def set_input(graph: Graph, op: Op, port: int, value: Value | None) -> None:
 
 def rename(value: Value, name: str) -> None:
     """Give ``value`` a new name; capture edges (keyed by name) follow."""
-    old = value.name
-    value.name = name
     if value.graph is None:
+        value.name = name
         return
-    for graph in walk_graphs(value.graph):
-        if value not in graph.nx:
-            continue
-        for op, keys in list(graph.nx.succ[value].items()):
-            if ("capture", old) in keys:
-                graph.nx.remove_edge(value, op, key=("capture", old))
-                graph.nx.add_edge(value, op, key=("capture", name))
+    value.graph.rename(value, name)
 
 
 def bypass(graph: Graph, op: Op, source: Value) -> bool:
@@ -208,7 +202,7 @@ def _fingerprint(model: Model) -> tuple[int, ...]:
     no graph edit happened in between."""
     key = [changes()]
     for graph in model.graphs():
-        key += [id(graph), len(graph), len(graph.nx)]
+        key += [id(graph), len(graph), sum(1 for _ in graph.values())]
     return tuple(key)
 
 

@@ -45,6 +45,9 @@ class EliminateCommonSubexpressionsPass(Pass):
     """
 
     name: ClassVar[str] = "eliminate-common-subexpressions"
+    summary: ClassVar[str] = (
+        "Merge ops computing the same from the same inputs, and initializers with the same bytes."
+    )
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)

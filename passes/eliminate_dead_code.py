@@ -30,6 +30,9 @@ class EliminateDeadCodePass(Pass):
     """
 
     name: ClassVar[str] = "eliminate-dead-code"
+    summary: ClassVar[str] = (
+        "Remove ops, initializers and local functions no graph output depends on."
+    )
 
     def __init__(self) -> None:
         self.pure: set[tuple[str, str, str]] = set()  # local functions a dead call may go to

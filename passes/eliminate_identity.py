@@ -51,6 +51,9 @@ class EliminateIdentityPass(Pass):
     """
 
     name: ClassVar[str] = "eliminate-identity"
+    summary: ClassVar[str] = (
+        "Remove Identity and ops that return their input unchanged (x + 0, a no-op Reshape)."
+    )
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)

@@ -69,6 +69,9 @@ class FoldConstantsPass(Pass):
     """
 
     name: ClassVar[str] = "fold-constants"
+    summary: ClassVar[str] = (
+        "Replace ops whose inputs are all constant by initializers holding their outputs."
+    )
     REASONS: ClassVar[tuple[str, ...]] = (
         "too_large",
         "unknown_size",
@@ -361,7 +364,7 @@ def _freed_bytes(graph: Graph, ops: set[Op], inputs: list[Value | None]) -> int:
         if value in owner.outputs:
             continue
         users = {o for o, _ in owner.consumers(value)}
-        captured = any(isinstance(k, tuple) for ks in owner.nx.succ[value].values() for k in ks)
+        captured = any(isinstance(k, tuple) for _, k in owner.uses(value))
         if users <= ops and not captured:
             freed += value.const.nbytes
     return freed

@@ -46,6 +46,9 @@ class FuseBatchNormIntoConvPass(Pass):
     """
 
     name: ClassVar[str] = "fuse-batchnorm-into-conv"
+    summary: ClassVar[str] = (
+        "Fold a BatchNormalization after a Conv into the Conv's weights and bias."
+    )
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
@@ -109,6 +112,9 @@ class FuseMulIntoConvPass(Pass):
     """
 
     name: ClassVar[str] = "fuse-mul-into-conv"
+    summary: ClassVar[str] = (
+        "Fold a Mul by a per-channel constant after a Conv into the Conv's weights."
+    )
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)

@@ -45,6 +45,9 @@ class FuseBiasAddPass(Pass):
     """
 
     name: ClassVar[str] = "fuse-bias-add"
+    summary: ClassVar[str] = (
+        "Fold an Add of a constant into the bias of the Conv, ConvTranspose or Gemm before it."
+    )
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)

@@ -25,6 +25,7 @@ class InferShapesPass(Pass):
     """
 
     name: ClassVar[str] = "infer-shapes"
+    summary: ClassVar[str] = "Give every value the type and shape inference finds for it."
     types_only: ClassVar[bool] = True
 
     def __init__(self, *, strict: bool = False) -> None:

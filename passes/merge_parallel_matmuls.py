@@ -60,6 +60,9 @@ class MergeParallelMatMulsPass(Pass):
     """
 
     name: ClassVar[str] = "merge-parallel-matmuls"
+    summary: ClassVar[str] = (
+        "Merge MatMuls of one input by weights side by side into one MatMul and a Split."
+    )
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)

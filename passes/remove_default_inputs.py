@@ -45,6 +45,9 @@ class RemoveDefaultInputsPass(Pass):
     """
 
     name: ClassVar[str] = "remove-default-inputs"
+    summary: ClassVar[str] = (
+        "Omit an optional input that is all zeros when its absence means zeros."
+    )
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)

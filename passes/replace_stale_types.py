@@ -30,6 +30,9 @@ class ReplaceStaleTypesPass(Pass):
     """
 
     name: ClassVar[str] = "replace-stale-types"
+    summary: ClassVar[str] = (
+        "Replace declared types the graph contradicts by the inferred ones (--strict: refuse)."
+    )
     types_only: ClassVar[bool] = True  # the types it leaves are the ones inference computed
 
     def __init__(self, *, strict: bool = False) -> None:

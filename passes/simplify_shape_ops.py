@@ -64,6 +64,9 @@ class SimplifyShapeOpsPass(Pass):
     """
 
     name: ClassVar[str] = "simplify-shape-ops"
+    summary: ClassVar[str] = (
+        "Collapse chains of shape ops: Shape arithmetic, Reshape/Transpose/Squeeze pairs."
+    )
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)

@@ -71,6 +71,9 @@ class SinkShapeOpsPass(Pass):
     """
 
     name: ClassVar[str] = "sink-shape-ops"
+    summary: ClassVar[str] = (
+        "Move a Reshape or Transpose past elementwise ops to cancel it with a later one."
+    )
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
@@ -112,16 +115,19 @@ def _sink(graph: Graph, op: Op, opset: int, result: PassResult) -> list[Value] |
     for value in values:
         if is_graph_output(graph, value):
             return None
-        for reader, keys in graph.nx.succ[value].items():
+        keys_of: dict[Op, list[object]] = {}
+        for reader, key in graph.uses(value):
+            keys_of.setdefault(reader, []).append(key)
+        for reader, keys in keys_of.items():
             if reader in region:
                 continue
-            if list(keys) != [0]:
+            if keys != [0]:
                 return None  # not the data input, or a subgraph's capture
             undo = _undo(reader, perm, x_shape, r_shape, opset)
             if undo is None:
                 return None
             readers.append((reader, value, *undo))
-    dead = not is_graph_output(graph, r) and all(o in region for o in graph.nx.succ[r])
+    dead = not is_graph_output(graph, r) and all(o in region for o, _ in graph.uses(r))
     if not dead and not any(removed for *_, removed in readers):
         return None
     # the region reads x

@@ -12,12 +12,11 @@ from __future__ import annotations
 __all__ = ["EmbedSink", "TensorSink", "model_from_proto", "model_to_proto"]
 
 import io
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import networkx as nx
 import onnx
 from onnx import AttributeProto, TensorProto
 
@@ -144,40 +143,21 @@ class _GraphSource:
     value_info: list[tuple[Any, Value | None]] = field(default_factory=list)
 
 
-def _bulk_add(
-    g: nx.MultiDiGraph, nodes: Sequence[Any], edges: Sequence[tuple[Any, Any, Any]]
-) -> None:
-    """Add nodes and keyed edges through networkx's own dicts: half the time of
-    add_edges_from on 100k-node models, the same structure (MultiDiGraph.add_edge's)."""
-    node, succ, pred = g._node, g._succ, g._pred
-    for n in nodes:
-        if n not in node:
-            node[n], succ[n], pred[n] = {}, {}, {}
-    for u, v, key in edges:  # every endpoint is in nodes
-        keydict = succ[u].get(v)
-        if keydict is None:
-            keydict = succ[u][v] = pred[v][u] = {}
-        keydict[key] = {}
-    clear = getattr(nx, "_clear_cache", None)
-    if clear is not None:
-        clear(g)
-
-
 class _Building:
-    """A graph being read: its name table, and the networkx nodes and edges added at the end."""
+    """A graph being read: its name table; values and edges go straight into the Graph's
+    structures (``Value._producer``, ``Graph._uses``, ``Graph._values``)."""
 
     def __init__(self, g: Graph, scopes: list[dict[str, Value]]) -> None:
         self.g = g
         self.scopes = scopes
         self.local: dict[str, Value] = {}
-        self.nodes: list[Any] = []
-        self.edges: list[tuple[Any, Any, Any]] = []
+        self.values = g._values
 
     def define(self, name: str) -> Value:
         """A new value of this graph; a second definition of a name stays a separate value
         (verify reports it) and lookups keep finding the first."""
         value = Value(name, _graph=self.g)
-        self.nodes.append(value)
+        self.values[value] = None
         self.local.setdefault(name, value)
         return value
 
@@ -197,7 +177,7 @@ class _Building:
             value = _resolve(name, self.scopes)
             if value is None:
                 return self.define(name)
-            self.nodes.append(value)
+            self.values.setdefault(value)
         return value
 
     def value_info(self, protos: Any, src: _GraphSource) -> None:
@@ -208,8 +188,7 @@ class _Building:
             src.value_info.append((vi, value))
 
     def finish(self) -> None:
-        _bulk_add(self.g.nx, self.nodes, self.edges)
-        _seal(self.nodes)
+        _seal(self.values)
 
 
 class _Reader:
@@ -341,13 +320,12 @@ class _Reader:
                 op.metadata_props = _props(n.metadata_props)
             outputs: list[Value | None] = [b.define(name) if name else None for name in n.output]
             op._outputs = outputs
-            b.nodes.append(op)
             g._ops[op] = None
-            g._holders = None
-            for port, value in enumerate(outputs):
+            for value in outputs:
                 if value is not None:
-                    b.edges.append((op, value, port))
+                    value._producer = op
             ops.append((op, n))
+        g._holders = None
         inner_scopes = [*b.scopes, b.local]
         for op, n in ops:  # pass 2: uses, which may refer to any op's outputs or outer scopes
             inputs: list[Value | None] = []
@@ -355,15 +333,20 @@ class _Reader:
                 value = b.lookup(name) if name else None
                 inputs.append(value)
                 if value is not None:
-                    b.edges.append((value, op, port))
+                    uses = g._uses.get(value)
+                    if uses is None:
+                        uses = g._uses[value] = {}
+                    uses[(op, port)] = None
             op._inputs = inputs
             for a in n.attribute:
                 op.attrs[a.name] = self.attribute(a, inner_scopes, g)
             for sub in op.subgraphs():
                 sub.owner = op
                 for value in sub.captures():
-                    b.nodes.append(value)
-                    b.edges.append((value, op, ("capture", value.name)))
+                    key = ("capture", value.name)
+                    b.values.setdefault(value)
+                    g._uses.setdefault(value, {})[(op, key)] = None
+                    g._captured.setdefault(op, {})[value] = key
 
     def function(self, fp: onnx.FunctionProto) -> Function:
         g = Graph(fp.name)
@@ -407,7 +390,7 @@ def _take_info(value: Value, vi: onnx.ValueInfoProto) -> None:
     value._source = True  # sealed into a _ValueSource once the graph is read
 
 
-def _seal(nodes: list[Any]) -> None:
+def _seal(nodes: Iterable[Any]) -> None:
     for node in nodes:
         if isinstance(node, Value) and node._source is True:
             node._source = _ValueSource(node.type, node.doc_string, list(node.metadata_props))
@@ -792,7 +775,7 @@ class _Writer:
         for vi, value in src.value_info if src else []:
             if value is None:
                 out.add().CopyFrom(vi)
-            elif value in g.nx and value not in written:
+            elif value in g._values and value not in written:
                 self.value_info(value, out.add(), vi)
                 written.add(value)
         interface = set(g.inputs) | set(g.outputs)

@@ -148,6 +148,7 @@ class ConvertOpsetPass(Pass):
     """
 
     name = "convert-opset"
+    summary = "Bring every default-domain node to the --opset version, one opset step at a time."
 
     def __init__(self, opset: int, *, allow_cast: bool = False) -> None:
         self.opset = opset
