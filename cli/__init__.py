@@ -13,6 +13,7 @@ from onnxforge.cli import fold as _fold  # noqa: F401  (registers the command)
 from onnxforge.cli import infer as _infer  # noqa: F401
 from onnxforge.cli import info as _info  # noqa: F401
 from onnxforge.cli import optimize as _optimize  # noqa: F401
+from onnxforge.cli import passes as _passes  # noqa: F401
 from onnxforge.cli._app import MAX_LINE, app
 
 

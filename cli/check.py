@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = ["check"]
 
+import dataclasses
 import enum
 import json
 import os
@@ -11,14 +12,29 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import Progress
 
 from onnxforge._check import SEVERITIES, onnxruntime_limits, require_runtime
 from onnxforge._check_pool import FileResult, check_files, check_one
-from onnxforge.cli._app import app, clip, error_lines, fail_on_errors, stderr, stdout
+from onnxforge.cli._app import (
+    Json,
+    Quiet,
+    begin,
+    clip,
+    command,
+    emit_json,
+    error_lines,
+    errors,
+    fail_on_errors,
+    reading,
+    report_output,
+    stderr,
+    stdout,
+)
 from onnxforge.cli._check_config import CheckConfig, find_config, load_config
+from onnxforge.cli._progress import progress
 from onnxforge.cli._sarif import sarif
 from onnxforge.errors import OnnxForgeError
+from onnxforge.io import STDIN_NAME, STDIO, Output
 
 
 class Runtime(str, enum.Enum):
@@ -57,22 +73,48 @@ def _input_shapes(specs: list[str]) -> dict[str, list[int]]:
 FailOn = enum.Enum("FailOn", {s: s for s in SEVERITIES}, type=str)  # type: ignore[misc]
 
 
-@app.command()
+@command(
+    examples=[
+        "onnxforge check models/*.onnx --runtime onnxruntime --verify onnxruntime",
+        "onnxforge check model.onnx --max-opset 17 --max-ir 8 --fail-on warning",
+        "onnxforge check models/*.onnx --format github --jobs 4 --timeout 120",
+        "onnxforge check models/*.onnx --format sarif > onnxforge.sarif",
+        "onnxforge convert model.onnx --opset 17 -o - | onnxforge check - --json -",
+    ]
+)
 def check(
-    models: Annotated[list[Path], typer.Argument(help="The .onnx files to check.")],
+    models: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="MODEL...",
+            help="The ONNX model files; - reads one from stdin.",
+            show_default=False,
+        ),
+    ],
     *,
     runtime: Annotated[
         Runtime | None,
         typer.Option(
             help="Hold the models to the opsets and IR version this installed runtime "
-            "accepts, and allow its own domain (com.microsoft)."
+            "accepts, and allow its own domain (com.microsoft). Default: no runtime.",
+            show_default=False,
         ),
     ] = None,
     max_opset: Annotated[
-        int | None, typer.Option(help="The newest ai.onnx opset the target runtime supports.")
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="The newest ai.onnx opset the target runtime supports. Default: no limit.",
+            show_default=False,
+        ),
     ] = None,
     max_ir: Annotated[
-        int | None, typer.Option(help="The newest IR version the target runtime supports.")
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="The newest IR version the target runtime supports. Default: no limit.",
+            show_default=False,
+        ),
     ] = None,
     verify: Annotated[
         list[VerifyRuntime] | None,
@@ -80,46 +122,63 @@ def check(
             help="Load and run each model in this runtime (repeatable; openvino needs "
             "onnxforge\\[openvino]). Symbolic dims take the sizes 1, 2, 4, ... 640 in turn "
             "until one runs, then batch 1 with each larger size. Runs only on models without "
-            "errors."
+            "errors. Default: no run.",
+            show_default=False,
         ),
     ] = None,
     input_shape: Annotated[
         list[str] | None,
         typer.Option(
-            help="Shape of an input for --verify, NAME=1,3,224,224 (repeatable); other "
-            "inputs' symbolic dims are chosen."
+            metavar="NAME=1,3,224,224",
+            help="Shape of an input for --verify (repeatable); other inputs' symbolic dims "
+            "are chosen. Default: chosen for every input.",
+            show_default=False,
         ),
     ] = None,
     fail_on: Annotated[
         FailOn | None,  # type: ignore[valid-type]
-        typer.Option(help="The least severity that fails the run (default: error)."),
+        typer.Option(
+            help="The least severity that fails the run. Default: error.",
+            show_default=False,
+        ),
     ] = None,
     jobs: Annotated[
         int | None,
-        typer.Option(help="Models checked at once, each in its own process (default: cores)."),
+        typer.Option(
+            metavar="N",
+            help="Models checked at once, each in its own process. Default: the number of cores.",
+            show_default=False,
+        ),
     ] = None,
     timeout: Annotated[
         float | None,
-        typer.Option(help="Seconds one model may take before it is stopped (default 600)."),
+        typer.Option(
+            metavar="SEC",
+            help="Seconds one model may take before it is stopped. Default: 600.",
+            show_default=False,
+        ),
     ] = None,
     config: Annotated[
         Path | None,
         typer.Option(
-            help="A pyproject.toml whose \\[tool.onnxforge.check] sets the defaults (default: "
-            "the nearest one from the current folder up)."
+            metavar="FILE",
+            help="A pyproject.toml whose \\[tool.onnxforge.check] sets the defaults. Default: "
+            "the nearest one from the current folder up.",
+            show_default=False,
         ),
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the result as JSON (same as --format json).")
-    ] = False,
+    as_json: Json = None,
     output_format: Annotated[
         OutputFormat | None,
         typer.Option(
             "--format",
-            help="text: one line per problem; json; github: GitHub Actions annotations "
-            "(::error/::warning file=...); sarif: SARIF 2.1.0 for code scanning.",
+            help="text: one line per problem; json (as --json); github: GitHub Actions "
+            "annotations (::error/::warning file=...); sarif: SARIF 2.1.0 for code scanning. "
+            "Default: text.",
+            show_default=False,
         ),
     ] = None,
+    quiet: Quiet = False,
 ) -> None:
     """Check MODELs before they ship: onnx's checker, the graph, strict shape inference, the
     opsets and IR version a runtime supports, Split-18 sizes, custom domains, and optionally a
@@ -129,18 +188,23 @@ def check(
     runs, but a consumer could trip: stale declared shapes, negative dims, unused inputs,
     duplicated initializers, shadowed names). Each is one line: file, node, problem, code and
     severity. \\[tool.onnxforge.check] in pyproject.toml sets defaults; the command line wins.
+    With --quiet only the problems that fail the run are printed.
 
     Exit 0: nothing at or above --fail-on; 1: a model has such problems or could not be
     checked; 2: a model cannot be read, the configuration is wrong, or a runtime asked for is
     not installed. The worst wins.
     """
     with fail_on_errors():
+        json_out = report_output(as_json)
+        begin(quiet=quiet, report=json_out)
         settings = _settings(config)
-        fmt = _format(as_json, output_format, settings.format)
+        fmt = _format(json_out, output_format, settings.format)
         runtime_name = runtime.value if runtime is not None else settings.runtime
         runtimes = [r.value for r in verify] if verify else list(settings.verify or [])
         fail_level = fail_on.value if fail_on is not None else settings.fail_on or "error"
         given_shapes = _input_shapes(input_shape or [])
+        if sum(os.fspath(m) == STDIO for m in models) > 1:
+            raise typer.BadParameter("- (stdin) can be read once", param_hint="MODEL")
         for name in runtimes + ([runtime_name] if runtime_name is not None else []):
             require_runtime(name)
         if runtime_name == "onnxruntime":
@@ -159,7 +223,14 @@ def check(
         seconds = timeout if timeout is not None else settings.timeout or DEFAULT_TIMEOUT
         if workers < 1 or seconds <= 0:
             raise typer.BadParameter("--jobs and --timeout must be positive")
-    results = _run(models, per_file, workers, seconds)
+        stdin = next((i for i, m in enumerate(models) if os.fspath(m) == STDIO), None)
+        if stdin is None:
+            results = _run(models, per_file, workers, seconds)
+        else:
+            with reading(models[stdin]) as copy:
+                files = [copy if i == stdin else m for i, m in enumerate(models)]
+                results = _run(files, per_file, workers, seconds)
+            results[stdin] = _renamed(results[stdin], str(copy), STDIN_NAME)
     worst = 0
     for result, (_, ignored) in zip(results, per_file, strict=True):
         result.problems = [p for p in result.problems if p.code not in ignored]
@@ -167,15 +238,31 @@ def check(
             worst = max(worst, result.exit_code)
         elif any(p.fails(fail_level) for p in result.problems):
             worst = max(worst, 1)
+    if json_out is not None and json_out.kind != "stdout":
+        _print_json(results, worst, fail_level, json_out)
     if fmt is OutputFormat.json:
-        _print_json(results, worst, fail_level)
+        _print_json(results, worst, fail_level, Output.at(STDIO))
     elif fmt is OutputFormat.sarif:
         stdout.print_json(json.dumps(sarif(results)))
     else:
         for result in results:
-            _report(fmt, result, runtimes)
+            _report(fmt, result, runtimes, fail_level if quiet else None)
         _summary(results, fail_level)
     raise typer.Exit(code=worst)
+
+
+def _renamed(result: FileResult, path: str, name: str) -> FileResult:
+    """The result of checking stdin's temporary copy, as if it named stdin."""
+    result.file = name
+    result.problems = [
+        dataclasses.replace(p, file=name, message=p.message.replace(path, name))
+        if p.file == path or path in p.message
+        else p
+        for p in result.problems
+    ]
+    if result.error is not None:
+        result.error = result.error.replace(path, name)
+    return result
 
 
 DEFAULT_TIMEOUT = 600.0
@@ -188,10 +275,15 @@ def _settings(path: Path | None) -> CheckConfig:
     return load_config(found) if found is not None else CheckConfig()
 
 
-def _format(as_json: bool, given: OutputFormat | None, configured: str | None) -> OutputFormat:
-    if as_json and given not in (None, OutputFormat.json):
+def _format(
+    report: Output | None, given: OutputFormat | None, configured: str | None
+) -> OutputFormat:
+    """What goes to stdout: --format, the configured one, or text; JSON when --json asks for
+    stdout (--json FILE writes the report there and leaves stdout to --format)."""
+    on_stdout = report is not None and report.kind == "stdout"
+    if on_stdout and given not in (None, OutputFormat.json):
         raise typer.BadParameter(f"--json and --format {given.value} exclude each other")  # type: ignore[union-attr]
-    if as_json:
+    if on_stdout:
         return OutputFormat.json
     return given or (OutputFormat(configured) if configured else OutputFormat.text)
 
@@ -203,19 +295,21 @@ def _run(
     --verify child); several in worker processes, with a progress bar on a terminal."""
     if len(models) == 1 and timeout == DEFAULT_TIMEOUT:
         return [check_one(str(models[0]), per_file[0][0])]
-    show = stderr.is_terminal and len(models) > 1
-    with Progress(console=stderr, transient=True, disable=not show) as progress:
-        task = progress.add_task("checking", total=len(models))
+    with progress("checking", expected_long=len(models) > 1, total=len(models)) as step:
         return check_files(
             [str(m) for m in models],
             [options for options, _ in per_file],
             jobs=min(jobs, len(models)),
             timeout=timeout,
-            on_done=lambda result: progress.advance(task),
+            on_done=lambda result: step.advance(),
         )
 
 
-def _report(fmt: OutputFormat, result: FileResult, runtimes: list[str]) -> None:
+def _report(
+    fmt: OutputFormat, result: FileResult, runtimes: list[str], only: str | None = None
+) -> None:
+    """A file's problems on stdout (``only``: those that fail at this severity, --quiet),
+    its error and notes on stderr."""
     model = Path(result.file)
     if result.error is not None:
         exc = OnnxForgeError(result.error)
@@ -228,9 +322,11 @@ def _report(fmt: OutputFormat, result: FileResult, runtimes: list[str]) -> None:
                 emoji=False,
             )
         for line in error_lines(exc, model):
-            stderr.print(f"error: {line}", markup=False, emoji=False)
+            errors.print(f"error: {line}", markup=False, emoji=False)
         return
     for problem in result.problems:
+        if only is not None and not problem.fails(only):
+            continue
         if fmt is OutputFormat.text:
             stdout.print(clip(str(problem)), markup=False, emoji=False)
         else:
@@ -240,8 +336,8 @@ def _report(fmt: OutputFormat, result: FileResult, runtimes: list[str]) -> None:
                 markup=False,
                 emoji=False,
             )
-    errors = [p for p in result.problems if p.severity == "error"]
-    if errors and runtimes and not any(p.code == "verify" for p in errors):
+    failing = [p for p in result.problems if p.severity == "error"]
+    if failing and runtimes and not any(p.code == "verify" for p in failing):
         names = " and ".join(runtimes)
         stderr.print(
             f"note: {model}: not run on {names}: fix the errors above first",
@@ -266,7 +362,7 @@ def _annotation(severity: str, file: str, code: str, message: str) -> str:
     return f"::{severity} file={file_value},title={title}::{_escape(message)}"
 
 
-def _print_json(results: list[FileResult], worst: int, fail_on: str) -> None:
+def _print_json(results: list[FileResult], worst: int, fail_on: str, report: Output) -> None:
     files = [
         {
             "file": r.file,
@@ -278,7 +374,7 @@ def _print_json(results: list[FileResult], worst: int, fail_on: str) -> None:
         for r in results
     ]
     problems = [p for r in results for p in r.problems]
-    report = {
+    data = {
         "files": files,
         "problems": len(problems),
         "errors": sum(p.severity == "error" for p in problems),
@@ -286,7 +382,7 @@ def _print_json(results: list[FileResult], worst: int, fail_on: str) -> None:
         "fail_on": fail_on,
         "exit_code": worst,
     }
-    stdout.print_json(json.dumps(report))
+    emit_json(data, report)
 
 
 def _summary(results: list[FileResult], fail_on: str) -> None:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 __all__ = ["convert"]
 
-import json
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -15,49 +13,73 @@ from rich.table import Table
 from rich.text import Text
 
 from onnxforge.cli._app import (
+    AllowCast,
     Durable,
+    ExternalData,
     InPlace,
+    Json,
+    ModelArg,
+    OutputOption,
+    Quiet,
     Strict,
-    app,
-    check_output,
+    begin,
+    command,
+    emit_json,
     fail_on_errors,
-    in_place_location,
     load_valid,
-    output_target,
+    model_name,
+    output_for,
+    prepare_output,
+    reading,
+    report_output,
+    session,
     stderr,
-    stdout,
     warn_stale,
+    writing,
 )
+from onnxforge.cli._progress import LONG_WRITE, PassProgress, long_graph, progress
 from onnxforge.errors import AdapterError
-from onnxforge.io import save
+from onnxforge.io import write
 from onnxforge.passes import ReplaceStaleTypesPass
 from onnxforge.passes.convert import ConvertOpsetPass, PlannedStep
 
 
-@app.command()
+@command(
+    examples=[
+        "onnxforge convert model.onnx --opset 18 -o model.op18.onnx",
+        "onnxforge convert model.onnx --opset 13 --dry-run",
+        "onnxforge convert - --opset 18 -o - < model.onnx > model.op18.onnx",
+        "onnxforge convert model.onnx --opset 11 --allow-cast --in-place --json -",
+    ]
+)
 def convert(
-    model: Annotated[Path, typer.Argument(help="The .onnx file to convert.")],
+    model: ModelArg,
     *,
-    opset: Annotated[int, typer.Option("--opset", help="The default-domain opset to reach.")],
-    output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Where to write the result.")
-    ] = None,
+    opset: Annotated[
+        int,
+        typer.Option(
+            "--opset",
+            metavar="N",
+            help="The default-domain opset to reach. Required.",
+            show_default=False,
+        ),
+    ],
+    output: OutputOption = None,
     in_place: InPlace = False,
     durable: Durable = False,
+    external_data: ExternalData = None,
     strict: Strict = False,
-    allow_cast: Annotated[
-        bool,
-        typer.Option(
-            "--allow-cast",
-            help="Where the target version lacks an element type, compute in a wider one "
-            "(a Cast pair around the node) instead of refusing.",
-        ),
-    ] = False,
+    allow_cast: AllowCast = False,
     dry_run: Annotated[
         bool,
-        typer.Option("--dry-run", help="List what each node needs; write nothing."),
+        typer.Option(
+            "--dry-run",
+            help="List what each node needs; write nothing. Default: off.",
+            show_default=False,
+        ),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    as_json: Json = None,
+    quiet: Quiet = False,
 ) -> None:
     """Convert MODEL to --opset, one opset step at a time, up or down.
 
@@ -67,56 +89,76 @@ def convert(
     The result's ir_version is the lowest the target opset needs. --dry-run lists each node's
     steps (adapter or "automatic", or the problem) and writes nothing.
     """
-    with fail_on_errors(model):
+    name = model_name(model)
+    with fail_on_errors(name):
         if output is None and not dry_run and not in_place:
             raise typer.BadParameter("required unless --dry-run or --in-place", param_hint="'-o'")
         if in_place and dry_run:
             raise typer.BadParameter("--dry-run writes nothing", param_hint="'--in-place'")
-        target = output_target(model, output, in_place)
-        loaded = load_valid(model)
-        location = in_place_location(loaded, model) if in_place else None
-        if target is not None and not dry_run:
-            check_output(loaded, target, location or f"{target.name}.data", in_place=in_place)
-        source = loaded.opset()
-        ir_before = loaded.ir_version
-        converter = ConvertOpsetPass(opset, allow_cast=allow_cast)
-        start = time.perf_counter()
-        stale = ReplaceStaleTypesPass(strict=strict)(loaded).details.get("stale_types", [])
-        warn_stale(model, stale)
-        report: dict[str, Any] = {
-            "file": str(model),
-            "output": None if dry_run else str(target),
-            "from_opset": source,
-            "to_opset": opset,
-            "dry_run": dry_run,
-            "stale_types": len(stale),
-        }
-        if dry_run:
-            with stderr.status("planning the conversion"):
-                steps = converter.plan(loaded, apply=True)  # the loaded copy is discarded
-            problems = [s for s in steps if s.problem]
-            report["seconds"] = round(time.perf_counter() - start, 4)
-            report["steps"] = [_step_json(s) for s in steps]
-            report["blocking"] = [str(s) for s in problems]
-            if as_json:
-                stdout.print_json(json.dumps(report))
-            else:
-                _print_steps(report, steps)
-            if problems:
-                raise AdapterError(
-                    f"{model}: cannot convert to opset {opset}; {len(problems)} blocking node(s)"
+        out = None if dry_run else output_for(model, output, in_place)
+        json_out = report_output(as_json, out)
+        begin(quiet=quiet, report=json_out)
+        with writing(out), reading(model) as source:
+            loaded = load_valid(source, name)
+            location = None
+            if out is not None:
+                location = prepare_output(
+                    loaded, model, out, in_place=in_place, external_data=external_data
                 )
-            return
-        assert target is not None
-        with stderr.status(f"converting to opset {opset}"):
-            result = converter(loaded)
-        report["seconds"] = round(time.perf_counter() - start, 4)
-        save(loaded, target, location=location, durable=durable)
-        report["ir_version"] = {"before": ir_before, "after": loaded.ir_version}
-        report["stats"] = dict(sorted(result.stats.items()))
-        if as_json:
-            stdout.print_json(json.dumps(report))
-        else:
+            source_opset = loaded.opset()
+            ir_before = loaded.ir_version
+            converter = ConvertOpsetPass(opset, allow_cast=allow_cast)
+            start = time.perf_counter()
+            stale = ReplaceStaleTypesPass(strict=strict)(loaded).details.get("stale_types", [])
+            warn_stale(name, stale)
+            report: dict[str, Any] = {
+                "file": name,
+                "output": None if out is None else out.name,
+                "from_opset": source_opset,
+                "to_opset": opset,
+                "dry_run": dry_run,
+                "stale_types": len(stale),
+            }
+            long = long_graph(loaded)
+            if dry_run:
+                with progress("planning the conversion", expected_long=long):
+                    steps = converter.plan(loaded, apply=True)  # the loaded copy is discarded
+                problems = [s for s in steps if s.problem]
+                report["seconds"] = round(time.perf_counter() - start, 4)
+                report["steps"] = [_step_json(s) for s in steps]
+                report["blocking"] = [str(s) for s in problems]
+                if json_out is not None:
+                    emit_json(report, json_out)
+                if session.tables:
+                    _print_steps(report, steps)
+                if problems:
+                    raise AdapterError(
+                        f"{name}: cannot convert to opset {opset}; {len(problems)} blocking "
+                        "node(s)"
+                    )
+                return
+            assert out is not None
+            with progress(f"converting to opset {opset}", expected_long=long) as step:
+                PassProgress(step, "converting").before_pass(converter, loaded)
+                result = converter(loaded)
+            report["seconds"] = round(time.perf_counter() - start, 4)
+            weights = sum(v.const.nbytes for v in loaded.graph.initializers if v.const is not None)
+            with progress(
+                f"writing {out.name}", expected_long=weights >= LONG_WRITE, total=weights
+            ) as step:
+                write(
+                    loaded,
+                    out,
+                    external_data=external_data,
+                    location=location,
+                    durable=durable,
+                    progress=step.bytes_written if step.shown else None,
+                )
+            report["ir_version"] = {"before": ir_before, "after": loaded.ir_version}
+            report["stats"] = dict(sorted(result.stats.items()))
+        if json_out is not None:
+            emit_json(report, json_out)
+        if session.tables:
             _print_summary(report)
 
 
@@ -138,7 +180,9 @@ def _print_steps(report: dict[str, Any], steps: list[PlannedStep]) -> None:
         "op",
         "step",
         "how",
-        title=f"{report['file']}: opset {report['from_opset']} -> {report['to_opset']} (dry run)",
+        title=Text(
+            f"{report['file']}: opset {report['from_opset']} -> {report['to_opset']} (dry run)"
+        ),
         title_justify="left",
     )
     for s in steps:
@@ -156,8 +200,10 @@ def _print_summary(report: dict[str, Any]) -> None:
     table = Table(
         "how",
         "node steps",
-        title=f"{report['file']} (opset {report['from_opset']}, IR {ir['before']}) -> "
-        f"{report['output']} (opset {report['to_opset']}, IR {ir['after']})",
+        title=Text(
+            f"{report['file']} (opset {report['from_opset']}, IR {ir['before']}) -> "
+            f"{report['output']} (opset {report['to_opset']}, IR {ir['after']})"
+        ),
         title_justify="left",
     )
     for key, count in report["stats"].items():

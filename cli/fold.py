@@ -4,9 +4,7 @@ from __future__ import annotations
 
 __all__ = ["fold"]
 
-import json
 import time
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -15,55 +13,78 @@ from rich.text import Text
 
 from onnxforge._optimize import pin_input_defaults
 from onnxforge.cli._app import (
-    PIN_DEFAULTS_HELP,
     Durable,
+    ExternalData,
+    FoldLimit,
     InPlace,
+    Json,
+    ModelArg,
+    OutputOption,
+    PinDefaults,
+    Quiet,
     Strict,
-    app,
-    check_output,
+    begin,
+    command,
+    emit_json,
     fail_on_errors,
-    in_place_location,
     load_valid,
-    output_target,
+    model_name,
+    note,
+    output_for,
+    pin_defaults_note,
+    prepare_output,
+    reading,
     refuse_shape_errors,
+    report_output,
+    session,
     stderr,
-    stdout,
     warn_stale,
+    writing,
 )
-from onnxforge.io import save
+from onnxforge.cli._progress import LONG_WRITE, PassProgress, long_graph, progress
+from onnxforge.io import write
 from onnxforge.passes import DEFAULT_FOLD_LIMIT, fold_pipeline
 from onnxforge.passes.fold_constants import parse_size
 from onnxforge.summary import size_summary, summarize
 
 
-@app.command()
+@command(
+    examples=[
+        "onnxforge fold model.onnx -o model.folded.onnx --verbose",
+        "onnxforge fold zoo.onnx -o zoo.folded.onnx --pin-defaults --fold-limit 64M",
+        "onnxforge fold model.onnx --in-place --exclude Range,Tile --json -",
+        "cat model.onnx | onnxforge fold - -o - > model.folded.onnx",
+    ]
+)
 def fold(
-    model: Annotated[Path, typer.Argument(help="The .onnx file to fold.")],
+    model: ModelArg,
     *,
-    output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Where to write the result.")
-    ] = None,
+    output: OutputOption = None,
     in_place: InPlace = False,
     durable: Durable = False,
+    external_data: ExternalData = None,
     strict: Strict = False,
-    fold_limit: Annotated[
+    fold_limit: FoldLimit = str(DEFAULT_FOLD_LIMIT),
+    exclude: Annotated[
         str,
         typer.Option(
-            help="Largest constant a fold may create when it is larger than the constant "
-            "inputs only that op reads (bytes; 64k, 1MiB).",
+            metavar="OPS",
+            help="Comma-separated op types never to fold (e.g. Range,Tile). Default: none.",
+            show_default=False,
         ),
-    ] = str(DEFAULT_FOLD_LIMIT),
-    exclude: Annotated[
-        str, typer.Option(help="Comma-separated op types never to fold (e.g. Range,Tile).")
     ] = "",
-    pin_defaults: Annotated[
-        bool,
-        typer.Option(help=PIN_DEFAULTS_HELP),
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    pin_defaults: PinDefaults = False,
+    as_json: Json = None,
     verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Name the nodes behind every count.")
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Name the nodes behind every count. Default: counts only.",
+            show_default=False,
+        ),
     ] = False,
+    quiet: Quiet = False,
 ) -> None:
     """Fold every op whose inputs are constant into initializers, and say what was not folded.
 
@@ -75,51 +96,72 @@ def fold(
     are also graph inputs (defaults a caller may override; --pin-defaults makes them constants)
     are never folded. Every refusal is counted by reason.
     """
-    with fail_on_errors(model):
+    name = model_name(model)
+    with fail_on_errors(name):
         if output is None and not in_place:
             raise typer.BadParameter("required unless --in-place", param_hint="'-o'")
-        target = output_target(model, output, in_place)
-        assert target is not None
+        out = output_for(model, output, in_place)
+        assert out is not None
+        json_out = report_output(as_json, out)
+        begin(quiet=quiet, report=json_out)
         limit = parse_size(fold_limit)
-        excluded = {name.strip() for name in exclude.split(",") if name.strip()}
-        loaded = load_valid(model)
-        location = in_place_location(loaded, model) if in_place else None
-        check_output(loaded, target, location or f"{target.name}.data", in_place=in_place)
-        refuse_shape_errors(loaded, model)
-        before = summarize(loaded)
-        start = time.perf_counter()
-        pinned = pin_input_defaults(loaded) if pin_defaults else 0
-        manager = fold_pipeline(limit_bytes=limit, exclude=excluded, strict=strict)
-        with stderr.status("folding constants"):
-            manager.run(loaded)
-        seconds = time.perf_counter() - start
-        stale, result, dead_code = manager.results
-        warn_stale(model, stale.details.get("stale_types", []))
-        for key, count in dead_code.stats.items():  # what folding left unread
-            result.stats[key] += count
-            result.details[key] = dead_code.details[key]
-        if stale.stats["stale_types"]:
-            result.stats["stale_types"] = stale.stats["stale_types"]
-        if pinned:
-            result.stats["input_defaults_pinned"] = pinned
-        after = summarize(loaded)
-        save(loaded, target, location=location, durable=durable)
+        excluded = {op.strip() for op in exclude.split(",") if op.strip()}
+        with writing(out), reading(model) as source:
+            loaded = load_valid(source, name)
+            location = prepare_output(
+                loaded, model, out, in_place=in_place, external_data=external_data
+            )
+            refuse_shape_errors(loaded, name)
+            before = summarize(loaded)
+            start = time.perf_counter()
+            pinned = pin_input_defaults(loaded) if pin_defaults else 0
+            manager = fold_pipeline(limit_bytes=limit, exclude=excluded, strict=strict)
+            with progress(f"folding {name}", expected_long=long_graph(loaded)) as step:
+                manager.instruments = [PassProgress(step, "folding")]
+                manager.run(loaded)
+            seconds = time.perf_counter() - start
+            stale, result, dead_code = manager.results
+            warn_stale(name, stale.details.get("stale_types", []))
+            explained = pin_defaults_note(result.stats, loaded)
+            for key, count in dead_code.stats.items():  # what folding left unread
+                result.stats[key] += count
+                result.details[key] = dead_code.details[key]
+            if stale.stats["stale_types"]:
+                result.stats["stale_types"] = stale.stats["stale_types"]
+            if pinned:
+                result.stats["input_defaults_pinned"] = pinned
+            after = summarize(loaded)
+            weights = after["initializer_bytes"]
+            with progress(
+                f"writing {out.name}", expected_long=weights >= LONG_WRITE, total=weights
+            ) as step:
+                write(
+                    loaded,
+                    out,
+                    external_data=external_data,
+                    location=location,
+                    durable=durable,
+                    progress=step.bytes_written if step.shown else None,
+                )
         report = {
-            "file": str(model),
-            "output": str(target),
+            "file": name,
+            "output": out.name,
             "fold_limit": limit,
             "seconds": round(seconds, 4),
             "stats": dict(sorted(result.stats.items())),
             "stale_types": stale.stats["stale_types"],
             "before": size_summary(before),
             "after": size_summary(after),
+            "notes": [explained] if explained else [],
         }
         if verbose:
             report["nodes"] = result.details
-        if as_json:
-            stdout.print_json(json.dumps(report))
-        else:
+        if json_out is not None:
+            emit_json(report, json_out)
+        if session.tables:
             _print(report, before, after, result.details if verbose else {})
+        if explained is not None:
+            note(f"{name}: {explained}")
 
 
 def _print(
@@ -132,7 +174,7 @@ def _print(
         "",
         "before",
         "after",
-        title=f"{report['file']} -> {report['output']}",
+        title=Text(f"{report['file']} -> {report['output']}"),
         title_justify="left",
     )
     table.add_row("nodes", str(before["nodes_total"]), str(after["nodes_total"]))

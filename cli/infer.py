@@ -4,7 +4,6 @@ from __future__ import annotations
 
 __all__ = ["infer"]
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,40 +13,68 @@ from rich.text import Text
 
 from onnxforge.cli._app import (
     Durable,
+    ExternalData,
     InPlace,
+    Json,
+    ModelArg,
+    Quiet,
     Strict,
-    app,
-    check_output,
+    begin,
     clip,
+    command,
+    emit_json,
+    errors,
     fail_on_errors,
-    in_place_location,
     load_valid,
-    output_target,
+    model_name,
+    note,
+    output_for,
+    prepare_output,
+    reading,
+    report_output,
+    session,
     stderr,
     stdout,
     warn_stale,
+    writing,
 )
+from onnxforge.cli._progress import LONG_WRITE, long_graph, progress
 from onnxforge.errors import ShapeError
-from onnxforge.io import save
+from onnxforge.io import write
 from onnxforge.ir import Model, TensorType
 from onnxforge.shape_infer import InferReport
 from onnxforge.shape_infer import infer as infer_shapes
 
 
-@app.command()
+@command(
+    examples=[
+        "onnxforge infer model.onnx",
+        "onnxforge infer model.onnx -o model.typed.onnx",
+        "onnxforge infer model.onnx --json shapes.json --quiet",
+        "cat model.onnx | onnxforge infer - -o - > model.typed.onnx",
+    ]
+)
 def infer(
-    model: Annotated[Path, typer.Argument(help="The .onnx file to infer.")],
+    model: ModelArg,
     *,
     output: Annotated[
         Path | None,
-        typer.Option("-o", "--output", help="Write the model with every inferred type here."),
+        typer.Option(
+            "-o",
+            "--output",
+            metavar="OUT",
+            help="Write the model with every inferred type here: a file (written beside it, "
+            "then renamed into place), - for stdout, or a character device or FIFO (written "
+            "through). Default: none (a table of values and shapes on stdout).",
+            show_default=False,
+        ),
     ] = None,
     in_place: InPlace = False,
     durable: Durable = False,
+    external_data: ExternalData = None,
     strict: Strict = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print values, shapes, assumptions and errors as JSON.")
-    ] = False,
+    as_json: Json = None,
+    quiet: Quiet = False,
 ) -> None:
     """Infer the type and shape of every value of MODEL (symbolic dims as names like N+1).
 
@@ -56,33 +83,58 @@ def infer(
     is printed. An inconsistent model lists every error at once (node, op version, input
     shapes, reason) and exits 1 with nothing written.
     """
-    with fail_on_errors(model):
-        target = output_target(model, output, in_place)
-        loaded = load_valid(model)
-        location = in_place_location(loaded, model) if in_place else None
-        if target is not None:
-            check_output(loaded, target, location or f"{target.name}.data", in_place=in_place)
-        with stderr.status("inferring shapes"):
-            report = infer_shapes(loaded, strict_declared=strict)
-        if as_json:
-            stdout.print_json(json.dumps(_json(model, loaded, report)))
-        elif target is None:
-            _print_table(model, loaded)
-        warn_stale(model, [str(s) for s in report.stale])
-        for note in report.notes:
-            stderr.print(clip(f"note: {note}"), markup=False)
-        for assumption in report.assumptions:
-            stderr.print(clip(f"assumed: {assumption}"), markup=False)
-        if report.errors:
-            for error in report.errors[:MAX_ERRORS]:
-                stderr.print(clip(f"{model}: {error}"), markup=False)
-            if len(report.errors) > MAX_ERRORS:
-                more = len(report.errors) - MAX_ERRORS
-                stderr.print(f"{model}: ... and {more} more shape errors", markup=False)
-            raise ShapeError(f"{model}: {len(report.errors)} shape errors; nothing written")
-        if target is not None:
-            save(loaded, target, location=location, durable=durable)
-            stderr.print(f"{target}: {report.typed} of {report.values} values typed", markup=False)
+    name = model_name(model)
+    with fail_on_errors(name):
+        out = output_for(model, output, in_place)
+        json_out = report_output(as_json, out)
+        begin(quiet=quiet, report=json_out)
+        with writing(out), reading(model) as source:
+            loaded = load_valid(source, name)
+            location = None
+            if out is not None:
+                location = prepare_output(
+                    loaded, model, out, in_place=in_place, external_data=external_data
+                )
+            with progress(f"inferring shapes of {name}", expected_long=long_graph(loaded)):
+                report = infer_shapes(loaded, strict_declared=strict)
+            if json_out is not None:
+                emit_json(_json(name, loaded, report), json_out)
+            if out is None and session.tables:
+                _print_table(name, loaded)
+            warn_stale(name, [str(s) for s in report.stale])
+            for line in report.notes:
+                note(line)
+            for assumption in report.assumptions:
+                stderr.print(clip(f"assumed: {assumption}"), markup=False)
+            if report.errors:
+                for error in report.errors[:MAX_ERRORS]:
+                    errors.print(clip(f"{name}: {error}"), markup=False)
+                if len(report.errors) > MAX_ERRORS:
+                    more = len(report.errors) - MAX_ERRORS
+                    errors.print(f"{name}: ... and {more} more shape errors", markup=False)
+                raise ShapeError(f"{name}: {len(report.errors)} shape errors; nothing written")
+            if out is not None:
+                weights = sum(
+                    v.const.nbytes for v in loaded.graph.initializers if v.const is not None
+                )
+                with progress(
+                    f"writing {out.name}", expected_long=weights >= LONG_WRITE, total=weights
+                ) as step:
+                    write(
+                        loaded,
+                        out,
+                        external_data=external_data,
+                        location=location,
+                        durable=durable,
+                        progress=step.bytes_written if step.shown else None,
+                    )
+                if session.tables:
+                    stderr.print(
+                        clip(
+                            f"{name} -> {out.name}: {report.typed} of {report.values} values typed"
+                        ),
+                        markup=False,
+                    )
 
 
 MAX_ERRORS = 100
@@ -111,9 +163,9 @@ def _values(model: Model) -> list[dict[str, Any]]:
     return rows
 
 
-def _json(path: Path, model: Model, report: InferReport) -> dict[str, Any]:
+def _json(name: str, model: Model, report: InferReport) -> dict[str, Any]:
     return {
-        "file": str(path),
+        "file": name,
         "values": _values(model),
         "typed": report.typed,
         "total": report.values,
@@ -122,8 +174,10 @@ def _json(path: Path, model: Model, report: InferReport) -> dict[str, Any]:
     }
 
 
-def _print_table(path: Path, model: Model) -> None:
-    table = Table("value", "op", "type", title=f"{path}: inferred types", title_justify="left")
+def _print_table(name: str, model: Model) -> None:
+    table = Table(
+        "value", "op", "type", title=Text(f"{name}: inferred types"), title_justify="left"
+    )
     for row in _values(model):
         shape = row["shape"]
         dims = "?" if shape is None else ",".join("?" if d is None else str(d) for d in shape)

@@ -4,46 +4,63 @@ from __future__ import annotations
 
 __all__ = ["info"]
 
-import json
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from rich.table import Table
 from rich.text import Text
 
 from onnxforge._validate import model_problems, text_problem
-from onnxforge.cli._app import app, fail_on_errors, stdout
+from onnxforge.cli._app import (
+    Json,
+    ModelArg,
+    Quiet,
+    begin,
+    command,
+    emit_json,
+    fail_on_errors,
+    model_name,
+    reading,
+    report_output,
+    session,
+    stdout,
+)
 from onnxforge.errors import InvalidModelError
-from onnxforge.io import load
+from onnxforge.io import STDIN_NAME, load
 from onnxforge.summary import summarize
 
 
-@app.command()
-def info(
-    model: Annotated[Path, typer.Argument(help="The .onnx file to describe.")],
-    *,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
-) -> None:
+@command(
+    examples=[
+        "onnxforge info model.onnx",
+        "onnxforge info model.onnx --json - | jq .op_types",
+        "onnxforge convert model.onnx --opset 18 -o - | onnxforge info -",
+        "onnxforge info model.onnx --quiet && echo valid",
+    ]
+)
+def info(model: ModelArg, *, as_json: Json = None, quiet: Quiet = False) -> None:
     """Describe MODEL: opsets, IR version, producer, ops, inputs/outputs, weights.
 
     Exit 0 for a valid model, 1 when it reads but is invalid (the graph's invariants, ops
     against their schemas, element types, tensor data against its dims; each problem on its
-    own line on stderr), 2 when it cannot be read.
+    own line on stderr), 2 when it cannot be read. The tables go to stdout.
     """
-    with fail_on_errors(model):
-        loaded = load(model)
-        unreadable = text_problem(loaded)
-        if unreadable is not None:
-            raise InvalidModelError([unreadable], where=str(model))
-        found = model_problems(loaded)
-        summary = summarize(loaded)
-        if as_json:
-            stdout.print_json(json.dumps({"file": str(model), **summary, "problems": found}))
-        else:
-            _print_tables(model, summary)
+    name = model_name(model)
+    with fail_on_errors(name):
+        json_out = report_output(as_json)
+        begin(quiet=quiet, report=json_out)
+        with reading(model) as source:
+            loaded = load(source, name=name if name == STDIN_NAME else None)
+            unreadable = text_problem(loaded)
+            if unreadable is not None:
+                raise InvalidModelError([unreadable], where=name)
+            found = model_problems(loaded)
+            summary = summarize(loaded)
+        if json_out is not None:
+            emit_json({"file": name, **summary, "problems": found}, json_out)
+        if session.tables:
+            _print_tables(name, summary)
         if found:
-            raise InvalidModelError(found, where=str(model))
+            raise InvalidModelError(found, where=name)
 
 
 def _shape(entry: dict[str, Any]) -> str:
@@ -53,10 +70,10 @@ def _shape(entry: dict[str, Any]) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def _print_tables(path: Path, s: dict[str, Any]) -> None:
+def _print_tables(name: str, s: dict[str, Any]) -> None:
     opsets = ", ".join(f"{d} {v}" for d, v in s["opset_imports"].items())
     producer = " ".join(p for p in (s["producer"]["name"], s["producer"]["version"]) if p) or "-"
-    overview = Table(title=str(path), show_header=False, title_justify="left")
+    overview = Table(title=Text(name), show_header=False, title_justify="left")
     for key, value in (
         ("IR version", s["ir_version"]),
         ("opsets", opsets or "-"),

@@ -6,10 +6,8 @@ from __future__ import annotations
 __all__ = ["optimize"]
 
 import gc
-import json
-import os
-import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,7 +15,6 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from onnxforge import _cleanup
 from onnxforge._optimize import (
     DEFAULT_MAX_ITERATIONS,
     OptimizeOptions,
@@ -26,24 +23,41 @@ from onnxforge._optimize import (
     parse_input_shape,
 )
 from onnxforge.cli._app import (
-    PIN_DEFAULTS_HELP,
+    AllowCast,
     Durable,
+    ExternalData,
+    FoldLimit,
     InPlace,
+    Json,
+    ModelArg,
+    OutputOption,
+    PinDefaults,
+    Quiet,
     Strict,
-    app,
-    check_output,
+    begin,
     clip,
+    command,
+    emit_json,
+    errors,
     fail_on_errors,
-    in_place_location,
     load_valid,
-    output_target,
+    model_name,
+    note,
+    output_for,
+    pin_defaults_note,
+    prepare_output,
+    reading,
+    report_output,
+    session,
     stderr,
-    stdout,
     warn_stale,
+    writing,
 )
+from onnxforge.cli._progress import LONG_WRITE, PassProgress, long_graph, progress
 from onnxforge.compare import compare_on_onnxruntime, random_inputs
 from onnxforge.errors import OnnxForgeError
-from onnxforge.io import load, save
+from onnxforge.io import load, save, write
+from onnxforge.passes import DEFAULT_FOLD_LIMIT
 from onnxforge.passes.fold_constants import parse_size
 from onnxforge.summary import size_summary, summarize
 
@@ -52,78 +66,108 @@ def _names(text: str) -> list[str]:
     return [n.strip() for n in text.split(",") if n.strip()]
 
 
-@app.command()
+@command(
+    examples=[
+        "onnxforge optimize model.onnx -o model.opt.onnx --opset 18 --check 3",
+        "cat model.onnx | onnxforge optimize - -o - > model.opt.onnx",
+        "onnxforge convert model.onnx --opset 18 -o - | onnxforge optimize - -o model.opt.onnx",
+        "onnxforge optimize zoo.onnx -o zoo.opt.onnx --pin-defaults --json report.json",
+        "onnxforge optimize model.onnx --in-place --skip fuse-matmul-add,merge-parallel-matmuls",
+    ]
+)
 def optimize(
-    model: Annotated[Path, typer.Argument(help="The .onnx file to optimize.")],
+    model: ModelArg,
     *,
-    output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Where to write the result.")
-    ] = None,
+    output: OutputOption = None,
     in_place: InPlace = False,
     durable: Durable = False,
     opset: Annotated[
-        int | None, typer.Option(help="Convert to this default-domain opset first.")
-    ] = None,
-    passes: Annotated[
-        str | None, typer.Option(help="Comma-separated passes to run (default: all).")
-    ] = None,
-    skip: Annotated[str, typer.Option(help="Comma-separated passes not to run.")] = "",
-    fold_limit: Annotated[
-        str | None,
-        typer.Option(help="Largest constant folding may create (bytes; 64k, 1MiB)."),
-    ] = None,
-    input_shape: Annotated[
-        list[str] | None,
-        typer.Option(help="Fix an input's shape: NAME=1,3,224,224 (repeatable)."),
-    ] = None,
-    external_data: Annotated[
-        bool | None,
+        int | None,
         typer.Option(
-            "--external-data/--no-external-data",
-            help="Write weights to OUT.data (default: as the input, or when over 2 GB).",
+            help="Convert to this default-domain opset first. Default: keep the model's.",
+            show_default=False,
         ),
     ] = None,
+    passes: Annotated[
+        str | None,
+        typer.Option(
+            metavar="P,Q",
+            help="Comma-separated passes to run (onnxforge passes lists them). Default: all.",
+            show_default=False,
+        ),
+    ] = None,
+    skip: Annotated[
+        str,
+        typer.Option(
+            metavar="P,Q",
+            help="Comma-separated passes not to run. Default: none.",
+            show_default=False,
+        ),
+    ] = "",
+    fold_limit: FoldLimit = str(DEFAULT_FOLD_LIMIT),
+    input_shape: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME=1,3,224,224",
+            help="Fix an input's shape (repeatable). Default: the shapes the model declares.",
+            show_default=False,
+        ),
+    ] = None,
+    external_data: ExternalData = None,
     check: Annotated[
         int,
         typer.Option(
+            metavar="N",
             help="Run original and result on N random input sets in onnxruntime; any "
-            "difference is exit 1 and nothing is written.",
+            "difference is exit 1 and nothing is written. Default: 0 (no check).",
+            show_default=False,
         ),
     ] = 0,
-    allow_cast: Annotated[
-        bool, typer.Option(help="Converting: wrap nodes in Casts for dtypes the target lacks.")
-    ] = False,
+    allow_cast: AllowCast = False,
     max_iterations: Annotated[
-        int, typer.Option(help="Rounds of the cleanup passes at most.")
+        int,
+        typer.Option(
+            metavar="N",
+            help=f"Rounds of the cleanup passes at most. Default: {DEFAULT_MAX_ITERATIONS}.",
+            show_default=False,
+        ),
     ] = DEFAULT_MAX_ITERATIONS,
     verify_each: Annotated[
-        bool, typer.Option(help="Check the graph's invariants after every pass.")
+        bool,
+        typer.Option(
+            help="Check the graph's invariants after every pass. Default: off (once, first).",
+            show_default=False,
+        ),
     ] = False,
     value_info: Annotated[
         bool,
-        typer.Option(help="Write every inferred type as value_info (default: the interface's)."),
+        typer.Option(
+            help="Write every inferred type as value_info. Default: off (the types the model "
+            "declared, and those of inputs and outputs).",
+            show_default=False,
+        ),
     ] = False,
-    pin_defaults: Annotated[
-        bool,
-        typer.Option(help=PIN_DEFAULTS_HELP),
-    ] = False,
+    pin_defaults: PinDefaults = False,
     strict: Strict = False,
-    report: Annotated[
-        Path | None, typer.Option("--json", help="Write the report as JSON to this file.")
-    ] = None,
+    report: Json = None,
+    quiet: Quiet = False,
 ) -> None:
-    """Optimize MODEL and write the result to OUTPUT.
+    """Optimize MODEL and write the result to OUT.
 
     Runs replace-stale-types, infer-shapes, convert-opset (with --opset), then fold-constants
-    and the cleanup passes to a fixed point, then infer-shapes again. Same input and options
-    give the same bytes. Nothing is written when any step fails or --check finds a
-    difference; the input is replaced only with --in-place, atomically.
+    and the cleanup passes to a fixed point, then infer-shapes again (onnxforge passes lists
+    them, in order). Same input and options give the same bytes. Nothing is written when any
+    step fails or --check finds a difference; the input is replaced only with --in-place,
+    atomically. A table of what changed, and each pass's time and effect, goes to stderr.
     """
-    with fail_on_errors(model):
+    name = model_name(model)
+    with fail_on_errors(name):
         if output is None and not in_place:
             raise typer.BadParameter("required unless --in-place", param_hint="'-o'")
-        target = output_target(model, output, in_place)
-        assert target is not None
+        out = output_for(model, output, in_place)
+        assert out is not None
+        json_out = report_output(report, out)
+        begin(quiet=quiet, report=json_out)
         if check < 0:
             raise typer.BadParameter("must be 0 or more", param_hint="'--check'")
         try:
@@ -132,7 +176,7 @@ def optimize(
             raise typer.BadParameter(str(exc), param_hint="'--input-shape'") from None
         options = OptimizeOptions(
             opset=opset,
-            fold_limit=None if fold_limit is None else parse_size(fold_limit),
+            fold_limit=parse_size(fold_limit),
             passes=_names(passes) if passes is not None else None,
             skip=set(_names(skip)),
             input_shapes=shapes,
@@ -144,45 +188,72 @@ def optimize(
             strict=strict,
         )
         _unknown_passes(options)
-        loaded = load_valid(model)
-        location = (in_place_location(loaded, model) if in_place else None) or (
-            f"{target.name}.data"
-        )
-        check_output(loaded, target, location, in_place=in_place)
-        before = summarize(loaded)
-        start = time.perf_counter()
-        with stderr.status(f"optimizing {model.name}"):
-            result = optimize_model(loaded, options)
-        seconds = time.perf_counter() - start
-        stale = result.details("replace-stale-types", "stale_types")
-        warn_stale(model, stale)
-        after = summarize(loaded)
-        if not check:  # written unnamed beside OUT and renamed into place: nothing to stage
-            save(loaded, target, external_data=external_data, location=location, durable=durable)
-        else:
-            with _staging(target) as staged:
-                save(
-                    loaded, staged, external_data=external_data, location=location, durable=durable
+        with writing(out), reading(model) as source:
+            loaded = load_valid(source, name)
+            location = prepare_output(
+                loaded, model, out, in_place=in_place, external_data=external_data
+            )
+            before = summarize(loaded)
+            start = time.perf_counter()
+            with progress(f"optimizing {name}", expected_long=long_graph(loaded)) as step:
+                result = optimize_model(
+                    loaded, options, instruments=[PassProgress(step, "optimizing")]
                 )
-                # Unmap the source's weights before onnxruntime loads its own copies: a 2.3 GB
-                # model peaked at 2.4x its size with both resident (1.3x now, each model's
-                # session in its own child process).
-                del loaded
-                gc.collect()
-                _check_and_publish(model, staged, target, location, check=check, shapes=shapes)
-        data = {
-            "file": str(model),
-            "output": str(target),
-            "seconds": round(seconds, 4),
-            "checked_input_sets": check,
-            "stale_types": len(stale),
-            "passes": result.to_json(),
-            "before": size_summary(before),
-            "after": size_summary(after),
-        }
-        if report is not None:
-            report.write_text(json.dumps(data, indent=2) + "\n")
-        _print(data, before, after)
+            seconds = time.perf_counter() - start
+            stale = result.details("replace-stale-types", "stale_types")
+            warn_stale(name, stale)
+            after = summarize(loaded)
+            folding = Counter[str]()
+            for row in result.rows:
+                if row.pass_name.strip() == "fold-constants":
+                    folding.update(row.stats)
+            explained = pin_defaults_note(folding, loaded)
+            data = {
+                "file": name,
+                "output": out.name,
+                "seconds": round(seconds, 4),
+                "checked_input_sets": check,
+                "stale_types": len(stale),
+                "passes": result.to_json(),
+                "before": size_summary(before),
+                "after": size_summary(after),
+                "notes": [explained] if explained else [],
+            }
+            if not check:
+                weights = after["initializer_bytes"]
+                with progress(
+                    f"writing {out.name}", expected_long=weights >= LONG_WRITE, total=weights
+                ) as step:
+                    write(
+                        loaded,
+                        out,
+                        external_data=external_data,
+                        location=location,
+                        durable=durable,
+                        progress=step.bytes_written if step.shown else None,
+                    )
+            else:
+                with out.staging() as staged:
+                    save(
+                        loaded,
+                        staged,
+                        external_data=False if out.streamed else external_data,
+                        location=location,
+                        durable=durable,
+                    )
+                    # Unmap the source's weights before onnxruntime loads its own copies: a
+                    # 2.3 GB model peaked at 2.4x its size with both resident (1.3x now, each
+                    # model's session in its own child process).
+                    del loaded
+                    gc.collect()
+                    _check(source, name, staged, check=check, shapes=shapes)
+                    out.publish(staged, location)
+        if json_out is not None:
+            emit_json(data, json_out)
+        if session.tables:
+            _print(data, before, after)
+        if explained is not None:
+            note(f"{name}: {explained}")
 
 
 def _unknown_passes(options: OptimizeOptions) -> None:
@@ -192,78 +263,36 @@ def _unknown_passes(options: OptimizeOptions) -> None:
     unknown = [n for n in named if n not in PASSES]
     if unknown:
         raise typer.BadParameter(
-            f"unknown pass {', '.join(unknown)}; passes: {', '.join(sorted(PASSES))}",
+            f"unknown pass {', '.join(unknown)}; passes: {', '.join(sorted(PASSES))} "
+            "(onnxforge passes describes them)",
             param_hint="'--passes' / '--skip'",
         )
 
 
-def _check_and_publish(
-    model: Path,
-    staged: Path,
-    target: Path,
-    location: str,
-    *,
-    check: int,
-    shapes: dict[str, list[int]],
+def _check(
+    source: Path, name: str, staged: Path, *, check: int, shapes: dict[str, list[int]]
 ) -> None:
-    """--check: compare the result staged beside OUT with the original on onnxruntime, and
-    rename it into place only when every output agrees."""
-    with stderr.status(f"checking on onnxruntime ({check} input sets)"):
-        original = load(model)
+    """--check: compare the staged result with the original on onnxruntime; any difference
+    is exit 1, with nothing written."""
+    with progress(f"checking on onnxruntime ({check} input sets)", expected_long=True):
+        original = load(source)
         if shapes:
             fix_input_shapes(original, shapes)
         feeds = random_inputs(original, check)
         names = [v.name for v in original.graph.outputs]
         del original
-        problems = compare_on_onnxruntime(model, staged, feeds, names)
+        problems = compare_on_onnxruntime(source, staged, feeds, names)
     if problems:
         for line in problems:
-            stderr.print(clip(f"{model}: {line}"), markup=False)
-        stderr.print(
-            f"{model}: the result differs from the original; nothing written", markup=False
+            errors.print(clip(f"{name}: {line}"), markup=False)
+        errors.print(
+            f"{name}: the result differs from the original; nothing written", markup=False
         )
         raise typer.Exit(code=1)
-    _publish(staged, target, location)
-
-
-class _staging:
-    """A folder beside OUT (same filesystem) where the result is written and checked, then
-    renamed into place: a failed check or a crash leaves OUT as it was. The folder is
-    registered with onnxforge._cleanup, so a signal, or the janitor after a SIGKILL,
-    removes it too."""
-
-    def __init__(self, output: Path) -> None:
-        self.output = output
-        self.folder: Path | None = None
-
-    def __enter__(self) -> Path:
-        parent = self.output.parent
-        if not parent.is_dir():
-            raise OnnxForgeError(f"{self.output}: the folder {str(parent)!r} does not exist")
-        self.folder = Path(
-            tempfile.mkdtemp(prefix=f".{self.output.name}.{os.getpid()}.", dir=parent)
-        )
-        _cleanup.register(self.folder)
-        return self.folder / self.output.name
-
-    def __exit__(self, *exc: object) -> None:
-        if self.folder is not None:
-            _cleanup.remove(self.folder)
-            _cleanup.unregister(self.folder)
-
-
-def _publish(staged: Path, output: Path, location: str) -> None:
-    """Data file first, then the model: the model never points at a missing data file; a
-    polite kill (SIGTERM, Ctrl-C) waits until both are in place."""
-    data = staged.parent / location
-    with _cleanup.blocked_signals():
-        if data.exists():
-            os.replace(data, output.parent / location)
-        os.replace(staged, output)
 
 
 def _print(data: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> None:
-    table = Table("", "before", "after", title=f"{data['file']} -> {data['output']}")
+    table = Table("", "before", "after", title=Text(f"{data['file']} -> {data['output']}"))
     table.add_row("nodes", str(before["nodes_total"]), str(after["nodes_total"]))
     table.add_row("initializers", str(before["initializers"]), str(after["initializers"]))
     table.add_row(
@@ -290,7 +319,7 @@ def _print(data: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) 
     stderr.print(passes)
     stderr.print(f"{data['seconds']:.3f} s", markup=False)
     if data["checked_input_sets"]:
-        stdout.print(
+        stderr.print(
             f"checked: same outputs on {data['checked_input_sets']} random input sets",
             markup=False,
         )

@@ -104,8 +104,9 @@ def pin_input_defaults(model: Model) -> int:
     return len(pinned)
 
 
-def pipeline(options: OptimizeOptions) -> Any:
-    """The PassManager `optimize` runs for these options."""
+def pipeline(options: OptimizeOptions, *, instruments: Sequence[Any] = ()) -> Any:
+    """The PassManager `optimize` runs for these options (``instruments`` watch the passes:
+    the command line's progress display)."""
     from onnxforge import passes  # noqa: PLC0415  (passes import the core)
 
     limit = {} if options.fold_limit is None else {"limit_bytes": options.fold_limit}
@@ -120,7 +121,7 @@ def pipeline(options: OptimizeOptions) -> Any:
     if group:
         stages.append(passes.FixedPoint(group, max_iterations=options.max_iterations))
     stages.append(passes.InferShapesPass())
-    return passes.PassManager(stages, verify_each=options.verify_each)
+    return passes.PassManager(stages, verify_each=options.verify_each, instruments=instruments)
 
 
 def _wanted(name: str, options: OptimizeOptions) -> bool:
@@ -129,7 +130,9 @@ def _wanted(name: str, options: OptimizeOptions) -> bool:
     return name not in options.skip
 
 
-def optimize_model(model: Model, options: OptimizeOptions | None = None) -> Any:
+def optimize_model(
+    model: Model, options: OptimizeOptions | None = None, *, instruments: Sequence[Any] = ()
+) -> Any:
     """Optimize ``model`` in place; returns the PassManager's Report.
 
     The passes work on every inferred type; the result keeps types where the model declared
@@ -142,7 +145,7 @@ def optimize_model(model: Model, options: OptimizeOptions | None = None) -> Any:
     if options.input_shapes:
         fix_input_shapes(model, options.input_shapes)
     declared = {v for g in model.graphs() for v in g.values() if v.type is not None}
-    report = pipeline(options).run(model)
+    report = pipeline(options, instruments=instruments).run(model)
     if not options.value_info:
         for graph in model.graphs():
             interface = set(graph.inputs) | set(graph.outputs)

@@ -8,6 +8,7 @@ __all__ = [
     "KernelError",
     "ModelReadError",
     "OnnxForgeError",
+    "OutputError",
     "PassError",
     "PostconditionError",
     "PreconditionError",
@@ -38,6 +39,16 @@ class ModelReadError(OnnxForgeError):
 
 class UnsafeExternalDataError(ModelReadError):
     """An external-data reference that would read or write outside the model's folder."""
+
+
+class OutputError(OnnxForgeError):
+    """The output cannot be written where it was asked for (a folder, a block device, a
+    socket, a terminal, external data beside a stream), found before any work.
+
+    The CLI exits 2 for these: the command line, not the model, is the problem.
+    """
+
+    exit_code = 2
 
 
 class InvalidModelError(OnnxForgeError):

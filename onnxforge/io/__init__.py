@@ -5,22 +5,33 @@ from __future__ import annotations
 __all__ = [
     "DEFAULT_EXTERNAL_THRESHOLD",
     "PROTOBUF_LIMIT",
+    "STDIN_NAME",
+    "STDIO",
+    "STDOUT_NAME",
+    "Output",
     "checker_problems",
+    "check_output",
     "data_files",
+    "in_place_location",
     "negative_dims",
     "from_proto",
     "function_from_proto",
     "load",
     "node_to_proto",
     "save",
+    "save_stream",
+    "spooled_stdin",
     "tensor_to_proto",
     "to_proto",
     "type_from_proto",
     "type_to_proto",
+    "uses_external_data",
+    "write",
 ]
 
 import logging
 import os
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -29,7 +40,7 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from onnxforge import _cleanup
-from onnxforge.errors import ModelReadError, OnnxForgeError
+from onnxforge.errors import ModelReadError, OnnxForgeError, OutputError
 from onnxforge.io._atomic import TempFile, sync_folder
 from onnxforge.io._convert import (
     EmbedSink,
@@ -43,6 +54,14 @@ from onnxforge.io._convert import (
     type_to_proto,
 )
 from onnxforge.io._files import Span, open_model_file
+from onnxforge.io._output import (
+    STDIN_NAME,
+    STDIO,
+    STDOUT_NAME,
+    Output,
+    silence_stdout,
+    spooled_stdin,
+)
 from onnxforge.io._tensors import raw_source
 from onnxforge.io._wire import WeightSource, WireError, split_weights, write_model
 from onnxforge.ir import DType, Model, Op, Tensor, no_gc
@@ -64,15 +83,19 @@ and save a quarter faster, while a 5 MB 100k-node graph, whose scan would cost m
 saves, is parsed whole like every smaller file."""
 
 
-def load(path: str | os.PathLike[str]) -> Model:
+def load(path: str | os.PathLike[str], *, name: str | None = None) -> Model:
     """Read a model; weights stay in the (memory-mapped) file, external data included.
+
+    ``name``: the file is a copy of a stream (stdin, see spooled_stdin): messages call it
+    ``name``, and external data is refused, since the stream had no folder beside it.
 
     Raises ModelReadError when the file cannot be read as an ONNX model.
     """
     path = Path(path)
     data_file = open_model_file(path)
+    shown: Path | str = path if name is None else name
     if data_file.size == 0:
-        raise ModelReadError(path, "is empty, not an ONNX model")
+        raise ModelReadError(shown, "is empty, not an ONNX model")
     small = data_file.size < SPLIT_DENSE_FILE  # parsed whole, so read, not mapped
     buf = memoryview(data_file.read_all() if small else data_file.mmap())
     try:
@@ -91,7 +114,7 @@ def load(path: str | os.PathLike[str]) -> Model:
     except DecodeError as exc:
         if "depth" in str(exc).lower() or "recursion" in str(exc).lower():
             raise ModelReadError(
-                path,
+                shown,
                 "not readable: its messages nest deeper than protobuf reads (100 levels; "
                 "about 30 levels of subgraphs)",
             ) from None
@@ -102,18 +125,26 @@ def load(path: str | os.PathLike[str]) -> Model:
                 wire_problem = str(exc)
         detail = f" ({wire_problem})" if wire_problem else ""
         raise ModelReadError(
-            path, f"not an ONNX model: the protobuf is truncated or corrupted{detail}"
+            shown, f"not an ONNX model: the protobuf is truncated or corrupted{detail}"
         ) from None
     finally:
         buf.release()
     if not proto.HasField("graph") or proto.ir_version <= 0:
         missing = "graph" if not proto.HasField("graph") else "ir_version"
-        raise ModelReadError(path, f"not an ONNX model: it has no {missing}")
+        raise ModelReadError(shown, f"not an ONNX model: it has no {missing}")
     spans = [None if o is None else Span(data_file, *o) for o in offsets]
     # External data is checked (files, offsets, lengths) while the graph is built: build it
     # now, so an unreadable model fails here. Otherwise the graph is built when first used.
-    external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer)
-    model = model_from_proto(proto, spans=spans, model_path=path, deferred=not external)
+    external = [t for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    if external and name is not None:
+        raise ModelReadError(
+            name,
+            f"tensor {external[0].name!r} keeps its data in an external file, which a model "
+            "read from a stream cannot reach; give the model's path instead",
+        )
+    model = model_from_proto(
+        proto, spans=spans, model_path=path if name is None else None, deferred=not external
+    )
     model._source_spans = spans
     return model
 
@@ -225,6 +256,7 @@ class _SaveSink(TensorSink):
         self.location = location
         self.threshold = threshold
         self.spliced: dict[int, WeightSource] = {}
+        self.progress = _Counter(None, None)
 
     def place(self, tensor: Tensor, out: onnx.TensorProto, *, initializer: int | None) -> None:
         source = raw_source(tensor)
@@ -257,6 +289,7 @@ class _SaveSink(TensorSink):
             self.external.write(b"\0" * (_ALIGN - offset % _ALIGN))
             offset = self.external.tell()
         source.write(self.external)
+        self.progress.add(source.length)
         for key, value in (
             ("location", self.location),
             ("offset", offset),
@@ -265,6 +298,32 @@ class _SaveSink(TensorSink):
             entry = out.external_data.add()
             entry.key, entry.value = key, str(value)
         out.data_location = onnx.TensorProto.EXTERNAL
+
+
+class _Counter:
+    """Weight bytes written so far, told to a Progress callback."""
+
+    def __init__(self, model: Model | None, progress: Progress | None) -> None:
+        self.callback = progress
+        self.total = _weight_bytes(model) if progress is not None and model is not None else 0
+        self.done = 0
+
+    def add(self, n: int) -> None:
+        if self.callback is not None:
+            self.done += n
+            self.callback(self.done, max(self.total, self.done))
+
+    def counted(self, source: WeightSource | None) -> WeightSource | None:
+        """``source``, telling the callback once it is written."""
+        if source is None or self.callback is None:
+            return source
+        write = source.write
+
+        def counting(out: BinaryIO) -> None:
+            write(out)
+            self.add(source.length)
+
+        return WeightSource(source.length, counting)
 
 
 def _main_weights(model: Model) -> list[Tensor]:
@@ -278,6 +337,25 @@ def _had_external(model: Model) -> bool:
     )
 
 
+def _weight_bytes(model: Model) -> int:
+    return sum(t.nbytes for t in _main_weights(model))
+
+
+def uses_external_data(model: Model, external_data: bool | None = None) -> bool:
+    """Whether ``save`` writes ``model``'s weights to an external data file: as asked, else
+    when the model was loaded with external data or its weights would pass protobuf's 2 GiB
+    limit."""
+    if external_data is not None:
+        return external_data
+    if not model.built:
+        return False  # loaded without external data, from a file protobuf could read
+    return _had_external(model) or _weight_bytes(model) > PROTOBUF_LIMIT - (64 << 20)
+
+
+Progress = Callable[[int, int], None]
+"""Called with (weight bytes written, weight bytes to write) as a model is written."""
+
+
 def save(
     model: Model,
     path: str | os.PathLike[str],
@@ -286,6 +364,7 @@ def save(
     size_threshold: int = DEFAULT_EXTERNAL_THRESHOLD,
     location: str | None = None,
     durable: bool = False,
+    progress: Progress | None = None,
 ) -> None:
     """Write ``model`` to ``path`` atomically: a temporary file in the same folder, renamed.
 
@@ -305,6 +384,8 @@ def save(
     so a power cut cannot leave an empty file or lose the rename. It is off by default, as in
     onnx.save: it costs about a millisecond per small file (as much as the whole save of a
     4 KiB model) and seconds per GiB, and a killed process is covered without it.
+
+    ``progress`` is called as weights are written (see Progress).
     """
     path = Path(path)
     location = location or f"{path.name}.data"
@@ -312,15 +393,11 @@ def save(
     folder = path.parent
     if not folder.is_dir():
         raise OnnxForgeError(f"{path}: the folder {str(folder)!r} does not exist")
-    if external_data is None and not model.built:
-        external_data = False  # loaded without external data, from a file protobuf could read
-    if external_data is None:
-        weights = sum(t.nbytes for t in _main_weights(model))
-        external_data = _had_external(model) or weights > PROTOBUF_LIMIT - (64 << 20)
+    external_data = uses_external_data(model, external_data)
     targets = [path, folder / location] if external_data else [path]
     for target in targets:
         if target.is_dir() and not target.is_symlink():
-            raise OnnxForgeError(f"{target}: is a folder; cannot write a file there")
+            raise OutputError(f"{target}: is a folder; cannot write a file there")
     if external_data and not model.built:
         model._build()  # weights are placed one by one, from the built graph
     files: list[TempFile] = []
@@ -329,6 +406,7 @@ def save(
             out = _temp(path, files)
             external = _temp(folder / location, files) if external_data else None
             sink = _SaveSink(external.handle if external else None, location, size_threshold)
+            sink.progress = _Counter(model, progress)
             _write(model, out.handle, sink, path)
             for file in reversed(files):
                 file.finish(durable=durable)
@@ -345,6 +423,135 @@ def save(
     finally:
         for file in files:
             file.discard()
+
+
+def save_stream(
+    model: Model,
+    out: BinaryIO,
+    *,
+    name: str = STDOUT_NAME,
+    external_data: bool | None = None,
+    progress: Progress | None = None,
+) -> None:
+    """Write ``model`` through to an open stream (stdout, a device, a FIFO), in order, every
+    weight embedded; messages call the stream ``name``. A model that would need an external
+    data file (``uses_external_data``) is refused: there is no folder beside a stream.
+    Atomicity does not apply: a failure mid-write leaves what was written."""
+    if uses_external_data(model, external_data):
+        raise OutputError(external_data_refusal(model, name, external_data))
+    sink = _SaveSink(None, "", DEFAULT_EXTERNAL_THRESHOLD)
+    sink.progress = _Counter(model, progress)
+    try:
+        with no_gc():
+            _write(model, out, sink, Path(name))
+        out.flush()
+    except BrokenPipeError:
+        if name == STDOUT_NAME:
+            silence_stdout()
+        raise OnnxForgeError(
+            f"{name}: its reader closed it before the model was written (broken pipe)"
+        ) from None
+    except OSError as exc:
+        raise OnnxForgeError(f"{name}: cannot write: {exc.strerror or exc}") from None
+    except WireError as exc:
+        raise OnnxForgeError(f"{name}: cannot write: {exc}") from None
+
+
+def external_data_refusal(model: Model, name: str, external_data: bool | None) -> str:
+    """Why ``model`` cannot be written to the stream ``name`` (see save_stream)."""
+    if external_data:
+        return (
+            f"{name}: external data cannot be written next to a stream; drop --external-data, "
+            "or write to a file (-o FILE)"
+        )
+    weights = _weight_bytes(model)
+    if weights > PROTOBUF_LIMIT - (64 << 20):
+        return (
+            f"{name}: the model's {weights / 2**30:.2f} GiB of weights need an external data "
+            "file (over protobuf's 2 GiB limit), which cannot be written next to a stream; "
+            "write to a file (-o FILE)"
+        )
+    return (
+        f"{name}: the model keeps its weights in external data, which cannot be written "
+        "next to a stream; pass --no-external-data to embed them, or write to a file (-o FILE)"
+    )
+
+
+def check_output(
+    model: Model,
+    out: Output,
+    location: str,
+    *,
+    in_place: bool,
+    external_data: bool | None = None,
+) -> None:
+    """Refuse, before any work, what writing ``model`` to ``out`` could not do or should not:
+    external data next to a stream (OutputError); a data file beside OUT that is not a regular
+    file (OutputError); without ``in_place``, OUT or its data file being a file the input
+    reads (its external data: writing it would change the input)."""
+    if out.streamed:
+        if uses_external_data(model, external_data):
+            raise OutputError(external_data_refusal(model, out.name, external_data))
+        return
+    assert out.path is not None
+    data = out.path.parent / location
+    try:
+        mode = os.stat(data).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode) and not os.path.islink(data):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise OutputError(f"{data}: is {kind}; the external data file cannot be written there")
+    if in_place:
+        return
+    read = {p.resolve() for p in data_files(model)}
+    for path in (out.path, data):
+        if path.resolve() in read:
+            raise OnnxForgeError(
+                f"{path}: the input reads this file; writing it would change the input "
+                "(choose another -o, or pass --in-place)"
+            )
+
+
+def in_place_location(model: Model, path: Path) -> str | None:
+    """The external-data file name to keep when ``path`` is replaced in place: its one data
+    file beside it, or None (the default name)."""
+    own = path.resolve()
+    files = {p.resolve() for p in data_files(model)} - {own}
+    if len(files) == 1:
+        (only,) = files
+        if only.parent == own.parent:
+            return only.name
+    return None
+
+
+def write(
+    model: Model,
+    out: Output,
+    *,
+    external_data: bool | None = None,
+    location: str | None = None,
+    durable: bool = False,
+    progress: Progress | None = None,
+) -> None:
+    """Write ``model`` where ``out`` says: a file with ``save`` (atomically, data file and
+    all), a stream with ``save_stream`` (through, then flushed and closed)."""
+    if not out.streamed:
+        assert out.path is not None
+        save(
+            model,
+            out.path,
+            external_data=external_data,
+            location=location,
+            durable=durable,
+            progress=progress,
+        )
+        return
+    save_stream(model, out.stream(), name=out.name, external_data=external_data, progress=progress)
+    try:
+        out.close()
+    except OSError as exc:
+        raise OnnxForgeError(f"{out.name}: cannot write: {exc.strerror or exc}") from None
 
 
 def _check_location(location: str, path: Path) -> None:
@@ -422,6 +629,7 @@ def _write(model: Model, out: BinaryIO, sink: _SaveSink, path: Path) -> None:
         gp.ClearField("initializer")
         graph_rest = gp.SerializeToString()
         mp.ClearField("graph")
+    initializers = [(t, sink.progress.counted(w)) for t, w in initializers]
     model_rest = mp.SerializeToString()
     total = (
         len(model_rest)

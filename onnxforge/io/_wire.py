@@ -204,9 +204,18 @@ def write_model(
 
 
 def copy_span(src_fd: int, offset: int, length: int, out: BinaryIO) -> None:
-    """Copy bytes between files in the kernel (copy_file_range), never through Python memory."""
-    out.flush()
+    """Copy bytes between files in the kernel (copy_file_range), never through Python memory;
+    to a stream (a pipe, a device: not seekable) in chunks, in order."""
     done = 0
+    if not out.seekable():
+        while done < length:
+            chunk = os.pread(src_fd, min(1 << 24, length - done), offset + done)
+            if not chunk:
+                raise WireError(f"source file ended {length - done} bytes early")
+            out.write(chunk)
+            done += len(chunk)
+        return
+    out.flush()
     try:
         while done < length:
             n = os.copy_file_range(src_fd, out.fileno(), length - done, offset + done)

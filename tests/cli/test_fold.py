@@ -7,6 +7,7 @@ from pathlib import Path
 
 import onnx
 from onnx import parser
+from suites import LIGHT_MODELS
 from typer.testing import CliRunner
 
 from onnxforge.cli import app
@@ -99,3 +100,24 @@ def test_an_invalid_legacy_sub_exits_1_naming_why_and_writes_nothing(tmp_path: P
     )
     assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output
     assert not out.exists()
+
+
+def test_a_zoo_model_whose_weights_are_all_inputs_says_why_nothing_folded(
+    tmp_path: Path,
+) -> None:
+    """IR 3 lists every initializer as a graph input: nothing folds, and both fold and
+    optimize say so in one line naming --pin-defaults (which then folds them)."""
+    source = next(p for p in LIGHT_MODELS if p.stem == "light_densenet121")
+    out = tmp_path / "out.onnx"
+    for command in ("fold", "optimize"):
+        result = runner.invoke(app, [command, str(source), "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        notes = [line for line in result.stderr.splitlines() if "nothing folded" in line]
+        assert len(notes) == 1, result.stderr
+        assert "every initializer (848) is also a graph input (as IR 3 requires)" in notes[0]
+        assert "--pin-defaults" in notes[0] and notes[0].startswith(f"note: {source}")
+        quiet = runner.invoke(app, [command, str(source), "-o", str(out), "-q"])
+        assert quiet.exit_code == 0 and quiet.output == ""
+    pinned = runner.invoke(app, ["fold", str(source), "-o", str(out), "--pin-defaults", "--json"])
+    report = json.loads(pinned.stdout)
+    assert report["notes"] == [] and report["stats"]["folded"] > 0

@@ -256,16 +256,18 @@ def test_a_location_for_saving_must_be_a_plain_file_name(location: str, dirs) ->
 
 
 def test_a_folder_in_place_of_the_output_is_refused_before_any_work(dirs) -> None:
+    """A folder at OUT (or at OUT.data) is an output that cannot be: exit 2, like a usage
+    error, before the model is worked on."""
     model_dir, out_dir, _ = dirs
     path = _external(model_dir)
     (out_dir / "out.onnx").mkdir()
     for command in ("infer", "fold", "convert", "optimize"):
         outcome = run_command(command, path, out_dir / "out.onnx")
-        assert outcome.exit_code == 1 and "is a folder" in outcome.stderr, outcome
+        assert outcome.exit_code == 2 and "is a folder" in outcome.stderr, outcome
     (out_dir / "out.onnx").rmdir()
     (out_dir / "out.onnx.data").mkdir()
     outcome = run_command("fold", path, out_dir / "out.onnx")
-    assert outcome.exit_code == 1 and "is a folder" in outcome.stderr, outcome
+    assert outcome.exit_code == 2 and "is a folder" in outcome.stderr, outcome
     assert [p.name for p in out_dir.iterdir()] == ["out.onnx.data"]
 
 

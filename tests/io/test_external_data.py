@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxforge.errors import ModelReadError, OnnxForgeError, UnsafeExternalDataError
-from onnxforge.io import load, save
+from onnxforge.io import load, save, save_stream
 
 
 def _model_with_weights(weights: dict[str, np.ndarray]) -> onnx.ModelProto:
@@ -159,3 +160,38 @@ def test_external_data_cannot_be_read_from_an_in_memory_proto(tmp_path: Path, we
     _save_external(_model_with_weights(weights), tmp_path / "m.onnx")
     with pytest.raises(ModelReadError, match="load the model from its file"):
         from_proto(onnx.load(tmp_path / "m.onnx", load_external_data=False))
+
+
+@pytest.mark.parametrize("external", [True, False])
+def test_save_reports_its_progress_in_weight_bytes(tmp_path: Path, external: bool) -> None:
+    weights = {f"w{i}": np.full((64, 64), i, dtype=np.float32) for i in range(3)}
+    source = tmp_path / "in.onnx"
+    _save_external(_model_with_weights(weights), source)
+    seen: list[tuple[int, int]] = []
+    save(
+        load(source),
+        tmp_path / "out.onnx",
+        external_data=external,
+        progress=lambda done, total: seen.append((done, total)),
+    )
+    assert [done for done, _ in seen] == [16384, 32768, 49152]
+    assert {total for _, total in seen} == {49152}
+
+
+def test_save_stream_writes_the_bytes_a_file_gets_and_refuses_external_data(
+    tmp_path: Path,
+) -> None:
+    weights = {"w": np.arange(4096, dtype=np.float32).reshape(64, 64)}
+    source = tmp_path / "in.onnx"
+    _save_external(_model_with_weights(weights), source)
+    model = load(source)
+    with pytest.raises(OnnxForgeError, match="--no-external-data"):
+        save_stream(model, io.BytesIO())
+    save(model, tmp_path / "embedded.onnx", external_data=False)
+    save(load(tmp_path / "embedded.onnx"), tmp_path / "again.onnx")
+    read, write = os.pipe()  # a stream that cannot seek
+    with os.fdopen(read, "rb") as reader, os.fdopen(write, "wb") as writer:
+        save_stream(load(tmp_path / "embedded.onnx"), writer)
+        writer.close()
+        streamed = reader.read()
+    assert streamed == (tmp_path / "again.onnx").read_bytes()

@@ -97,3 +97,36 @@ def test_cleanup_reaches_a_fixed_point_where_each_pass_feeds_the_next() -> None:
     assert stats["iterations"] >= 2
     assert stats["eliminate-common-subexpressions.ops_merged"] == 1
     assert_models_close(before, model)
+
+
+class _RemoveOneRelu(Pass):
+    """Removes one Relu per run (none left: no change)."""
+
+    name: ClassVar[str] = "remove-one-relu"
+
+    def call(self, model: Model) -> PassResult:
+        graph = model.graph
+        for op in graph.ops:
+            if op.op_type == "Relu":
+                (x,) = graph.inputs_of(op)
+                (y,) = graph.outputs_of(op)
+                if x is None or y is None or y in graph.outputs:
+                    continue
+                graph.replace_all_uses(y, x)
+                graph.remove_op(op)
+                return PassResult(model, modified=True)
+        return PassResult(model)
+
+
+def test_an_inner_row_counts_only_its_own_passs_effect_on_the_nodes() -> None:
+    """Issue 15: a pass that changed nothing shows the same count before and after, though
+    the passes after it in the rounds removed nodes."""
+    model = model_from_text(
+        '<ir_version: 8, opset_import: ["" : 17]> g (float[2] x) => (float[2] y) '
+        "{ a = Relu(x) b = Relu(a) c = Relu(b) y = Relu(c) }"
+    )
+    report = PassManager([FixedPoint([_Countdown(0), _RemoveOneRelu()])]).run(model)
+    fixed, idle, remover = report.rows
+    assert (fixed.ops_before, fixed.ops_after) == (4, 1)
+    assert idle.pass_name == "  countdown" and (idle.ops_before, idle.ops_after) == (4, 4)
+    assert (remover.ops_before, remover.ops_after) == (4, 1)
