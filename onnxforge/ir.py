@@ -45,13 +45,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-import networkx as nx
 import numpy as np
 
 from onnxforge.errors import InvalidModelError, OnnxForgeError
 
 if TYPE_CHECKING:
     import mmap
+
+    import networkx as nx
 
 logger = logging.getLogger(__name__)
 
@@ -467,7 +468,9 @@ class Graph:
         """This graph as a networkx.MultiDiGraph (values and ops as nodes, edges keyed by
         port or ``("capture", name)``), to read: made on first use after an edit."""
         if self._nx is None:
-            g = nx.MultiDiGraph()
+            import networkx  # noqa: PLC0415  (75 ms to import; only readers of .nx need it)
+
+            g = networkx.MultiDiGraph()
             g.add_nodes_from(self._values)
             g.add_nodes_from(self._ops)
             for op in self._ops:
@@ -1184,10 +1187,20 @@ def _check_graph(
         if value not in visible:
             found.append(f"{where}: graph output {value.name!r} is never produced")
     # Stored in a topological order means acyclic; only an unsorted graph needs the search.
-    if not graph.is_sorted() and not nx.is_directed_acyclic_graph(graph.nx):
-        on_cycle = {n for edge in nx.find_cycle(graph.nx) for n in edge[:2]}
+    if not graph.is_sorted() and not _acyclic(graph):
+        import networkx  # noqa: PLC0415  (the cycle's ops, for the message)
+
+        on_cycle = {n for edge in networkx.find_cycle(graph.nx) for n in edge[:2]}
         ops = [op.describe() for op in graph._ops if op in on_cycle]  # in file order
         found.append(f"{where}: cycle through {', '.join(ops)}")
+
+
+def _acyclic(graph: Graph) -> bool:
+    try:
+        graph._sort()
+    except InvalidModelError:
+        return False
+    return True
 
 
 def _definer(value: Value) -> str:

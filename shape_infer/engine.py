@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 import logging
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -311,7 +312,7 @@ class _Engine:
         self.graph_inputs: dict[Graph, set[Value]] = {}
         self.taken: set[str] | None = None  # every name the model's dims read, when needed
         self.counter = 0
-        self.memo: dict[tuple[Any, ...], tuple[list[Type | None], list[Known | None]]] = {}
+        self.memo = _MEMOS.setdefault(model, {})
         self.attr_keys: dict[Op, Any] = {}
         self.constant_known: dict[Value, Known | None] = {}
 
@@ -574,8 +575,10 @@ class _Engine:
                 facts.append(None)
             elif value in self.known:
                 facts.append(self.known[value])
-            elif value.const is not None or value in self.consts:
-                facts.append(value)  # the same constant Value, the same data
+            elif value.const is not None:
+                facts.append((value, value.const))  # the same tensor, the same data
+            elif value in self.consts:
+                return None  # computed in this inference: nothing to key it by later
             else:
                 facts.append(False)
         try:
@@ -832,6 +835,11 @@ def _check_size(t: Type | None, value: Value) -> None:
                 )
 
 
+Memo = dict[tuple[Any, ...], tuple[list["Type | None"], list["Known | None"]]]
+_MEMOS: weakref.WeakKeyDictionary[Model, Memo] = weakref.WeakKeyDictionary()
+"""Each model's remembered inferences (``_Engine.memo_key``), kept from one inference to the
+next: a pipeline infers the same model again after each pass that changed it, and the ops it
+did not touch are found here."""
 _MISSING = object()
 _SIMPLE = (int, float, str, bytes)
 
