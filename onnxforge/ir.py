@@ -11,6 +11,9 @@ elimination and topological order see the use. Nothing here imports onnx: protob
 from __future__ import annotations
 
 __all__ = [
+    "SMALL_USES",
+    "Uses",
+    "add_use",
     "no_gc",
     "AttrRef",
     "DType",
@@ -341,7 +344,7 @@ class Value:
     type: TensorType | OpaqueType | None = None
     const: Tensor | SparseTensor | None = None
     doc_string: str = ""
-    metadata_props: list[tuple[str, str]] = field(default_factory=list)
+    metadata_props: Sequence[tuple[str, str]] = ()  # shared when empty: most have none
     _graph: Graph | None = field(default=None, repr=False)
     _source: Any = field(default=None, repr=False)
     _producer: Op | None = field(default=None, repr=False)
@@ -365,7 +368,7 @@ class Op:
     attrs: dict[str, AttrValue] = field(default_factory=dict)
     overload: str = ""
     doc_string: str = ""
-    metadata_props: list[tuple[str, str]] = field(default_factory=list)
+    metadata_props: Sequence[tuple[str, str]] = ()  # shared when empty: most have none
     _inputs: list[Value | None] = field(default_factory=list, repr=False)
     _outputs: list[Value | None] = field(default_factory=list, repr=False)
     _graph: Graph | None = field(default=None, repr=False)
@@ -453,7 +456,7 @@ class Graph:
         self.owner: Op | None = None
         self._ops: dict[Op, None] = {}
         self._values: dict[Value, None] = {}  # defined or used here, in creation order
-        self._uses: dict[Value, dict[tuple[Op, Key], None]] = {}  # (op, key) per used value
+        self._uses: dict[Value, Uses] = {}  # (op, key) of each use, per used value
         self._captured: dict[Op, dict[Value, CaptureKey]] = {}  # holder op -> outer values
         self._holders: list[Op] | None = None  # ops holding subgraphs; None: not yet known
         self._source: Any = None
@@ -533,8 +536,7 @@ class Graph:
         return {
             v
             for v in self._values
-            if v._graph is not self
-            and (self._uses.get(v) or v in self.outputs)
+            if v._graph is not self and (self._uses.get(v) or v in self.outputs)
         }
 
     def refresh_captures(self, op: Op) -> None:
@@ -623,7 +625,7 @@ class Graph:
 
     def _add_use(self, value: Value, op: Op, key: Key) -> None:
         """Edge value -> op; an outer value also becomes a capture of every enclosing op."""
-        self._uses.setdefault(value, {})[(op, key)] = None
+        add_use(self._uses, value, (op, key))
         self._values.setdefault(value)
         if isinstance(key, tuple):
             self._captured.setdefault(op, {})[value] = key
@@ -632,9 +634,9 @@ class Graph:
         while value._graph is not graph and graph.owner is not None and graph.parent is not None:
             owner, graph = graph.owner, graph.parent
             capture_key = ("capture", value.name)
-            uses = graph._uses.setdefault(value, {})
-            if (owner, capture_key) not in uses:
-                uses[(owner, capture_key)] = None
+            uses = graph._uses.get(value)
+            if uses is None or (owner, capture_key) not in uses:
+                add_use(graph._uses, value, (owner, capture_key))
                 graph._captured.setdefault(owner, {})[value] = capture_key
                 graph._values.setdefault(value)
             graph._reordered()
@@ -812,10 +814,10 @@ class Graph:
             uses = graph._uses.get(value)
             if not uses or ("capture", old) not in {k for _, k in uses}:
                 continue
-            graph._uses[value] = {
-                (op, ("capture", name) if key == ("capture", old) else key): None
-                for op, key in uses
-            }
+            renamed = [
+                (op, ("capture", name) if key == ("capture", old) else key) for op, key in uses
+            ]
+            graph._uses[value] = renamed if isinstance(uses, list) else dict.fromkeys(renamed)
             for captured in graph._captured.values():
                 if value in captured:
                     captured[value] = ("capture", name)
@@ -1092,9 +1094,34 @@ def _unuse(value: Value, op: Op, key: Key) -> None:
         return
     uses = graph._uses.get(value)
     if uses is not None:
-        uses.pop((op, key), None)
+        if isinstance(uses, list):
+            if (op, key) in uses:
+                uses.remove((op, key))
+        else:
+            uses.pop((op, key), None)
         if not uses:
             del graph._uses[value]
+
+
+SMALL_USES = 8
+"""A value's uses in a graph are a list up to this many, then a dict: most values have one or
+two readers (a list is 64 bytes, a dict 232), and a weight read by thousands of ops still
+loses a use in constant time."""
+Uses = list[tuple["Op", Key]] | dict[tuple["Op", Key], None]
+
+
+def add_use(table: dict[Value, Uses], value: Value, use: tuple[Op, Key]) -> None:
+    """Record a use of ``value`` in a graph's table (once)."""
+    uses = table.get(value)
+    if uses is None:
+        table[value] = [use]
+    elif isinstance(uses, list):
+        if use not in uses:
+            uses.append(use)
+            if len(uses) > SMALL_USES:
+                table[value] = dict.fromkeys(uses)
+    else:
+        uses[use] = None
 
 
 def walk_graphs(graph: Graph) -> Iterator[Graph]:

@@ -41,6 +41,7 @@ from onnxforge.ir import (
     Tensor,
     TensorType,
     Value,
+    add_use,
     no_gc,
 )
 
@@ -52,8 +53,8 @@ def _props(entries: Any) -> list[tuple[str, str]]:
     return [(e.key, e.value) for e in entries]
 
 
-def _write_props(out: Any, props: list[tuple[str, str]], source: Any) -> None:
-    if source is not None and len(source) == len(props) and _props(source) == props:
+def _write_props(out: Any, props: Sequence[tuple[str, str]], source: Any) -> None:
+    if source is not None and len(source) == len(props) and _props(source) == list(props):
         out.extend(source)
         return
     for key, value in props:
@@ -352,8 +353,9 @@ class _Reader:
                 inputs.append(used)
                 uses = uses_of.get(used)
                 if uses is None:
-                    uses = uses_of[used] = {}
-                uses[(op, port)] = None
+                    uses_of[used] = [(op, port)]
+                else:
+                    add_use(uses_of, used, (op, port))
             op._inputs = inputs
             if len(n.attribute):
                 attrs = op.attrs
@@ -364,7 +366,7 @@ class _Reader:
                     for value in sub.captures():
                         key = ("capture", value.name)
                         values.setdefault(value)
-                        uses_of.setdefault(value, {})[(op, key)] = None
+                        add_use(uses_of, value, (op, key))
                         g._captured.setdefault(op, {})[value] = key
 
     def function(self, fp: onnx.FunctionProto) -> Function:
