@@ -175,3 +175,42 @@ def test_initializers_keep_their_order_through_removals() -> None:
     assert weights[2] in graph.initializers and weights[3] not in graph.initializers
     graph.initializers.append(weights[3])
     assert [v.name for v in graph.initializers] == ["w0", "w2", "w4", "w3"]
+
+
+def test_the_kept_topological_order_follows_a_rewire_that_reverses_two_ops() -> None:
+    model = model_from_text(CHAIN)
+    g = model.graph
+    relu, split = g.ops
+    assert g.topo_order() == [relu, split]  # kept from here on
+    x = g.inputs[0]
+    neg = g.add_op("Neg", [x])
+    g.set_input(relu, 0, g.outputs_of(neg)[0])  # Neg, added last, now feeds Relu
+    assert g.topo_order() == [neg, relu, split]
+    g.set_input(relu, 0, x)
+    g.remove_op(neg)
+    assert g.topo_order() == [relu, split]
+    verify(model)
+
+
+def test_uses_of_a_value_read_by_many_ops_survive_growing_past_the_small_list() -> None:
+    model = model_from_text(CHAIN)
+    g = model.graph
+    x = g.inputs[0]
+    readers = [g.add_op("Abs", [x]) for _ in range(20)]
+    assert g.use_count(x) == 21  # Relu and the twenty
+    for op in readers[::2]:
+        g.remove_op(op)
+    assert [op for op, _ in g.consumers(x)] == [g.ops[0], *readers[1::2]]
+    assert g.use_count(x) == 11 and g.nx.out_degree(x) == 11  # the networkx view follows
+    verify(model)
+
+
+def test_renaming_a_captured_value_renames_its_capture_edges() -> None:
+    model = model_from_text(IF_MODEL)
+    g = model.graph
+    w = g.outputs_of(_op(model, "Neg"))[0]
+    if_op = _op(model, "If")
+    g.rename(w, "w2")
+    assert g.uses(w) == [(if_op, ("capture", "w2"))]
+    assert g.nx.has_edge(w, if_op, key=("capture", "w2"))
+    verify(model)
