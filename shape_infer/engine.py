@@ -908,8 +908,8 @@ def _merge(declared: Type | None, inferred: Type | None, value: Value | None) ->
     """
     if inferred is None or isinstance(inferred, OpaqueType):
         return declared if declared is not None else inferred
-    if not isinstance(declared, TensorType):
-        return inferred
+    if not isinstance(declared, TensorType) or declared == inferred:
+        return inferred  # equal: what an earlier inference wrote, inferred again
     name = f"{value.name!r}: " if value is not None else ""
     if declared.dtype and inferred.dtype and declared.dtype != inferred.dtype:
         raise ShapeError(f"{name}declared {declared}, inferred {inferred} (element types differ)")
