@@ -309,9 +309,7 @@ def _op_problems(
     return found
 
 
-def _check_op(
-    op: Op, opsets: dict[str, int], local: dict[tuple[str, str, str], Any]
-) -> list[str]:
+def _check_op(op: Op, opsets: dict[str, int], local: dict[tuple[str, str, str], Any]) -> list[str]:
     found: list[str] = []
     source = op._source
     attributes = getattr(source, "attribute", None)

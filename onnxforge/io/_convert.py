@@ -319,8 +319,13 @@ class _Reader:
         local, values, graph_ops, uses_of = b.local, b.values, g._ops, g._uses
         intern = sys.intern
         for n in node_protos:  # pass 1: every op and the values it defines
+            op_type = n.op_type  # bytes when not UTF-8: validation reports it, so keep it as is
             op = Op(
-                intern(n.op_type), n.domain, n.name, overload=n.overload, doc_string=n.doc_string
+                intern(op_type) if type(op_type) is str else op_type,
+                n.domain,
+                n.name,
+                overload=n.overload,
+                doc_string=n.doc_string,
             )
             op._graph = g
             op._source = n
