@@ -125,7 +125,7 @@ def run(tool: str, src: Path, out: Path, timeout: float) -> Run:
             if time.perf_counter() > deadline:
                 proc.kill()
                 os.wait4(proc.pid, 0)
-                return Run(error="timeout")
+                return Run(seconds=timeout, error="timeout")
             time.sleep(0.01)
         seconds = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -171,10 +171,13 @@ def same_outputs(original: Path, optimized: Path) -> str:
 
 
 def _ratio(ours: Run, theirs: Run) -> str:
+    """ours / theirs; against a tool killed at the timeout, an upper bound ("< 0.05x")."""
     if ours.error or not theirs.seconds:
         return "-"
     if theirs.error == "timeout":
-        return "< " + f"{ours.seconds / theirs.seconds:.2f}x" if theirs.seconds else "-"
+        return f"< {ours.seconds / theirs.seconds:.2f}x"
+    if theirs.error:
+        return "-"
     return f"{ours.seconds / theirs.seconds:.2f}x"
 
 
@@ -256,6 +259,15 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 + " |"
             )
+            _write(args, ratios, rows)  # after every graph: a stopped run keeps what it measured
+    lines = _write(args, ratios, rows)
+    print("\n".join(lines[4 : 8 + len(ratios)]))
+    if args.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def _write(args: argparse.Namespace, ratios: list[str], rows: list[str]) -> list[str]:
     lines = [
         "# Scale: synthetic graphs of 10k to 1M nodes",
         "",
@@ -279,10 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print("\n".join(lines[4 : 8 + len(ratios)]))
-    if args.work is None:
-        shutil.rmtree(work, ignore_errors=True)
-    return 0
+    return lines
 
 
 if __name__ == "__main__":

@@ -279,7 +279,7 @@ def _signature(op: Op, opsets: dict[str, int]) -> tuple[Any, ...] | None:
         ):
             return None
         items.append((name, _kind(value), value if name in _DTYPE_ATTRIBUTES else None))
-    attributes = getattr(op._source, "attribute", None)
+    attributes = _source_attributes(op)
     if attributes is not None and len(attributes) != len(op.attrs):
         return None  # an attribute set twice: the message names it
     return (
@@ -291,6 +291,13 @@ def _signature(op: Op, opsets: dict[str, int]) -> tuple[Any, ...] | None:
         len(op._outputs),
         tuple(items),
     )
+
+
+def _source_attributes(op: Op) -> Any:
+    """The attributes of the node ``op`` was read from, when it has attributes (an op read
+    from a node without any has none; not asking spares upb a stub per node, see
+    io._convert.set_fields)."""
+    return getattr(op._source, "attribute", None) if op.attrs else None
 
 
 def _op_problems(
@@ -311,8 +318,7 @@ def _op_problems(
 
 def _check_op(op: Op, opsets: dict[str, int], local: dict[tuple[str, str, str], Any]) -> list[str]:
     found: list[str] = []
-    source = op._source
-    attributes = getattr(source, "attribute", None)
+    attributes = _source_attributes(op)
     if attributes is not None and len(attributes) > len(op.attrs):  # a name set twice
         names = [a.name for a in attributes]
         twice = sorted({n for n in names if names.count(n) > 1}) if len(names) < 1000 else []

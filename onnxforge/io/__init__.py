@@ -623,12 +623,15 @@ def _write(model: Model, out: BinaryIO, sink: _SaveSink, path: Path) -> None:
         mp = model_to_proto(model, sink, source_graph=True)
         graph_rest, initializers = _source_graph(model)
     else:
-        mp = model_to_proto(model, sink)
+        spilled: list[bytes] = []  # the graph's nodes and value_info, encoded as they are made
+        mp = model_to_proto(model, sink, spill=spilled)
         gp = mp.graph
         initializers = _pieces(gp.initializer, sink.spliced.get)
         gp.ClearField("initializer")
-        graph_rest = gp.SerializeToString()
+        spilled.append(gp.SerializeToString())
         mp.ClearField("graph")
+        graph_rest = b"".join(spilled)
+        spilled.clear()
     initializers = [(t, sink.progress.counted(w)) for t, w in initializers]
     model_rest = mp.SerializeToString()
     total = (

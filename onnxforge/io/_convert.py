@@ -13,7 +13,7 @@ __all__ = ["EmbedSink", "TensorSink", "model_from_proto", "model_to_proto"]
 
 import io
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,10 +130,11 @@ class _ValueSource:
     metadata_props: list[tuple[str, str]]
 
     def unchanged(self, value: Value) -> bool:
+        props = value.metadata_props  # a shared () when empty, a list once read or set
         return (
             value.type is self.type
             and value.doc_string == self.doc_string
-            and value.metadata_props == self.metadata_props
+            and (list(props) == self.metadata_props if props or self.metadata_props else True)
         )
 
 
@@ -329,7 +330,8 @@ class _Reader:
             )
             op._graph = g
             op._source = n
-            if len(n.metadata_props):
+            present = set_fields(n)
+            if "metadata_props" in present:
                 op.metadata_props = _props(n.metadata_props)
             outputs: list[Value | None] = []
             for name in n.output:
@@ -343,10 +345,10 @@ class _Reader:
                     outputs.append(None)
             op._outputs = outputs
             graph_ops[op] = None
-            ops.append((op, n))
+            ops.append((op, n, "attribute" in present))
         g._holders = None
         inner_scopes = [*b.scopes, local]
-        for op, n in ops:  # pass 2: uses, which may refer to any op's outputs or outer scopes
+        for op, n, has_attributes in ops:  # pass 2: uses, which may name any op's outputs
             inputs: list[Value | None] = []
             for port, name in enumerate(n.input):
                 if not name:
@@ -362,7 +364,7 @@ class _Reader:
                 else:
                     add_use(uses_of, used, (op, port))
             op._inputs = inputs
-            if len(n.attribute):
+            if has_attributes:
                 attrs = op.attrs
                 for a in n.attribute:
                     attrs[a.name] = self.attribute(a, inner_scopes, g)
@@ -406,13 +408,22 @@ def _resolve(name: str, scopes: list[dict[str, Value]]) -> Value | None:
     return None
 
 
+def set_fields(message: Any) -> set[str]:
+    """The names of the fields ``message`` sets. Asking an unset repeated message field (a
+    node's ``attribute``, ``metadata_props``) for its length makes upb keep an empty stub with
+    the message, about 350 bytes each: 350 MB on a million nodes, held by ``op._source``."""
+    return {fd.name for fd, _ in message.ListFields()}
+
+
 def _take_info(value: Value, vi: onnx.ValueInfoProto) -> None:
     """The first ValueInfoProto of a value gives its type and docs."""
     if value._source is not None:
         return
-    value.type = type_from_proto(vi.type) if vi.HasField("type") else None
+    present = set_fields(vi)
+    value.type = type_from_proto(vi.type) if "type" in present else None
     value.doc_string = vi.doc_string
-    value.metadata_props = _props(vi.metadata_props)
+    if "metadata_props" in present:
+        value.metadata_props = _props(vi.metadata_props)
     value._source = True  # sealed into a _ValueSource once the graph is read
 
 
@@ -671,10 +682,20 @@ def _unannotated(g: Graph, value: Value) -> bool:
     return producer is not None and (producer.domain, producer.op_type) in UNANNOTATED_OUTPUTS
 
 
+SPILL_EVERY = 4096
+"""Nodes and value_info entries of the main graph held as messages before they are encoded
+(see _Writer.spill)."""
+
+
 class _Writer:
-    def __init__(self, sink: TensorSink) -> None:
+    def __init__(self, sink: TensorSink, spill: list[bytes] | None = None) -> None:
         self.sink = sink
         self.types: dict[TensorType, onnx.TypeProto] = {}
+        self.spill = spill
+        """When a list: the main graph's nodes and value_info go there as encoded GraphProto
+        fragments every SPILL_EVERY entries instead of staying in the ModelProto (protobuf
+        concatenation is merging, so the fragments and the rest make up the graph). A
+        million-node graph's messages took 600 MB more than its encoding."""
 
     def type(self, t: TensorType | OpaqueType, out: onnx.TypeProto) -> None:
         """Write a type, copying the proto of an equal one written before (a 100k-op chain
@@ -748,13 +769,18 @@ class _Writer:
         _set(n, src, "domain", op.domain)
         _set(n, src, "overload", op.overload)
         _set(n, src, "doc_string", op.doc_string)
+        present = set_fields(src) if src is not None else ()
         if op.attrs:
-            origs = {a.name: a for a in src.attribute} if src is not None else {}
+            origs = {a.name: a for a in src.attribute} if "attribute" in present else {}
             for key, value in op.attrs.items():
                 self.attribute(n.attribute.add(), key, value, origs.get(key))
-        if op.metadata_props or (src is not None and len(src.metadata_props)):
-            _write_props(n.metadata_props, op.metadata_props, src.metadata_props if src else None)
-        if src is not None and len(src.device_configurations):
+        if op.metadata_props or "metadata_props" in present:
+            _write_props(
+                n.metadata_props,
+                op.metadata_props,
+                src.metadata_props if "metadata_props" in present else None,
+            )
+        if "device_configurations" in present:
             n.device_configurations.extend(src.device_configurations)
 
     def value_info(self, value: Value, out: onnx.ValueInfoProto, vi: Any) -> None:
@@ -781,8 +807,13 @@ class _Writer:
     def graph(self, g: Graph, gp: onnx.GraphProto, *, top: bool = False) -> None:
         src: _GraphSource | None = g._source
         sp = src.proto if src is not None else None
+        spill = self.spill if top else None
+        nodes = _Spiller(spill, "node") if spill is not None else None
+        add_node = nodes.add if nodes is not None else gp.node.add
         for op in self.ops_in_order(g):
-            self.node(op, gp.node.add())
+            self.node(op, add_node())
+        if nodes is not None:
+            nodes.flush()
         _set(gp, sp, "name", g.name)
         dense = 0
         for value in g.initializers:
@@ -795,7 +826,12 @@ class _Writer:
         _set(gp, sp, "doc_string", g.doc_string)
         self.interface(g.inputs, gp.input, src.inputs if src else [])
         self.interface(g.outputs, gp.output, src.outputs if src else [])
-        self.all_value_info(g, gp.value_info, src)
+        if spill is None:
+            self.all_value_info(g, gp.value_info.add, src)
+        else:
+            infos = _Spiller(spill, "value_info")
+            self.all_value_info(g, infos.add, src)
+            infos.flush()
         if sp is not None and len(sp.quantization_annotation):
             gp.quantization_annotation.extend(sp.quantization_annotation)
         if g.metadata_props or (sp is not None and len(sp.metadata_props)):
@@ -808,14 +844,17 @@ class _Writer:
             vi = loaded[i][0] if i < len(loaded) and loaded[i][1] is value else None
             self.value_info(value, out.add(), vi)
 
-    def all_value_info(self, g: Graph, out: Any, src: _GraphSource | None) -> None:
-        """Loaded entries in their order (dropped with their value), then newly typed values."""
+    def all_value_info(
+        self, g: Graph, add: Callable[[], onnx.ValueInfoProto], src: _GraphSource | None
+    ) -> None:
+        """Loaded entries in their order (dropped with their value), then newly typed values;
+        ``add`` gives each a new ValueInfoProto."""
         written: set[Value] = set()
         for vi, value in src.value_info if src else []:
             if value is None:
-                out.add().CopyFrom(vi)
+                add().CopyFrom(vi)
             elif value in g._values and value not in written:
-                self.value_info(value, out.add(), vi)
+                self.value_info(value, add(), vi)
                 written.add(value)
         interface = set(g.inputs) | set(g.outputs)
         for value in g.values():
@@ -827,7 +866,7 @@ class _Writer:
                 and not isinstance(value._source, _ValueSource)
                 and not _unannotated(g, value)
             ):
-                self.value_info(value, out.add(), None)
+                self.value_info(value, add(), None)
 
     def function(self, fn: Function, fp: onnx.FunctionProto) -> None:
         src = fn._source
@@ -847,9 +886,30 @@ class _Writer:
             _write_opsets(fp.opset_import, fn.opset_imports)
         _set(fp, src, "domain", fn.domain)
         _set(fp, src, "overload", fn.overload)
-        self.all_value_info(fn.graph, fp.value_info, fn.graph._source)
+        self.all_value_info(fn.graph, fp.value_info.add, fn.graph._source)
         if fn.metadata_props or (src is not None and len(src.metadata_props)):
             _write_props(fp.metadata_props, fn.metadata_props, src.metadata_props if src else None)
+
+
+class _Spiller:
+    """New entries of one repeated field of a GraphProto, encoded into ``spill`` every
+    SPILL_EVERY entries. Each batch is a message of its own: clearing a field keeps its
+    memory in the message's arena, dropping the message frees it."""
+
+    def __init__(self, spill: list[bytes], field: str) -> None:
+        self.spill, self.field = spill, field
+        self.held, self.count = onnx.GraphProto(), 0
+
+    def add(self) -> Any:
+        if self.count >= SPILL_EVERY:  # the entry added last is complete by now
+            self.flush()
+        self.count += 1
+        return getattr(self.held, self.field).add()
+
+    def flush(self) -> None:
+        if self.count:
+            self.spill.append(self.held.SerializeToString())
+            self.held, self.count = onnx.GraphProto(), 0
 
 
 def _opsets(entries: Any) -> dict[str, int]:
@@ -863,14 +923,19 @@ def _write_opsets(out: Any, opsets: dict[str, int]) -> None:
 
 
 def model_to_proto(
-    model: Model, sink: TensorSink | None = None, *, source_graph: bool = False
+    model: Model,
+    sink: TensorSink | None = None,
+    *,
+    source_graph: bool = False,
+    spill: list[bytes] | None = None,
 ) -> onnx.ModelProto:
     """Build a ModelProto; ``sink`` places tensor bytes (default: embedded).
 
     ``source_graph``: a model whose graph was never built gets no graph field (the caller
-    writes the loaded one) and its loaded functions.
+    writes the loaded one) and its loaded functions. ``spill``: the main graph's nodes and
+    value_info go there encoded, not into the proto (see _Writer.spill).
     """
-    writer = _Writer(sink or EmbedSink())
+    writer = _Writer(sink or EmbedSink(), spill)
     src = model._source
     unbuilt = source_graph and not model.built
     mp = onnx.ModelProto()

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxforge.io import from_proto, load, save, to_proto
+from onnxforge.io import _convert, from_proto, load, save, to_proto
 from onnxforge.ir import Tensor, TensorType
 
 
@@ -177,3 +178,24 @@ def test_edits_made_through_the_ir_are_written(tmp_path: Path) -> None:
     assert written.graph.quantization_annotation[0].tensor_name == "sum"  # carried as read
     weight = written.graph.initializer[0]
     assert weight.name == "w" and numpy_helper.to_array(weight).tolist() == [5.0, 6.0]
+
+
+def test_a_graph_saved_in_batches_is_the_graph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """save encodes the main graph's nodes and value_info a batch at a time (memory); with
+    batches of two, every field still comes back in its place and order."""
+    monkeypatch.setattr(_convert, "SPILL_EVERY", 2)
+    proto = _kitchen_sink()
+    for i in range(5):  # more nodes and value_info than a batch holds
+        proto.graph.node.add().CopyFrom(
+            helper.make_node("Identity", ["sum"], [f"copy{i}"], name=f"copy{i}")
+        )
+        proto.graph.value_info.add().CopyFrom(
+            helper.make_tensor_value_info(f"copy{i}", TensorProto.FLOAT, [2])
+        )
+    onnx.save(proto, tmp_path / "m.onnx")
+    built = load(tmp_path / "m.onnx")
+    assert built.graph is not None
+    save(built, tmp_path / "built.onnx")
+    assert onnx.load(tmp_path / "built.onnx") == proto
