@@ -343,6 +343,17 @@ UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "Log": _via_float64(np.log),
     "Tanh": _via_float64(np.tanh),
     "Sigmoid": _via_float64(_sigmoid),
+    "Sin": _via_float64(np.sin),
+    "Cos": _via_float64(np.cos),
+    "Tan": _via_float64(np.tan),
+    "Asin": _via_float64(np.arcsin),
+    "Acos": _via_float64(np.arccos),
+    "Atan": _via_float64(np.arctan),
+    "Sinh": _via_float64(np.sinh),
+    "Cosh": _via_float64(np.cosh),
+    "Asinh": _via_float64(np.arcsinh),
+    "Acosh": _via_float64(np.arccosh),
+    "Atanh": _via_float64(np.arctanh),
 }
 
 
@@ -352,6 +363,8 @@ UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 )
 @kernel("Relu", versions=(1, 6, 13, 14))
 @kernel("Round", versions=(11, 22))
+@kernel(("Sin", "Cos", "Tan", "Asin", "Acos", "Atan"), versions=(7, 22))
+@kernel(("Sinh", "Cosh", "Asinh", "Acosh", "Atanh"), versions=(9, 22))
 @_quiet
 def unary(op: Op, inputs: Arrays) -> list[np.ndarray]:
     """One-input math in the input's type (Neg and Abs of the most negative integer wrap)."""
