@@ -49,11 +49,13 @@ BLOCK_NODES = 21
 def blocks(nodes: int) -> onnx.ModelProto:
     """Transformer-style blocks on x[B, S, 64]: MatMul, Shape -> Gather -> Concat -> Reshape to
     4 heads, Transposes, Softmax attention, a reshape back, a residual Add, an Identity and a
-    duplicated Relu (what optimize removes: the Identity, one Relu, the repeated shape
-    computations). 21 nodes a block."""
+    duplicated Relu joined by Max (what optimize removes: the Identity, one Relu, the repeated
+    shape computations). 21 nodes a block. Small weights and Max keep the 10k graph's outputs
+    finite (about 1e11), so comparing them on onnxruntime means something: with 0.05 and Add,
+    the values doubled every block and every output was NaN."""
     rng = np.random.default_rng(0)
     inits = [
-        numpy_helper.from_array((rng.standard_normal((64, 64)) * 0.05).astype(np.float32), "w"),
+        numpy_helper.from_array((rng.standard_normal((64, 64)) * 0.01).astype(np.float32), "w"),
         numpy_helper.from_array(np.array(0, np.int64), "i0"),
         numpy_helper.from_array(np.array(1, np.int64), "i1"),
         numpy_helper.from_array(np.array([0], np.int64), "axes0"),
@@ -81,7 +83,7 @@ def blocks(nodes: int) -> onnx.ModelProto:
         merged = node("Concat", [ub, us, "width"], "merged", axis=0)
         out = node("Add", [node("Reshape", [ctx, merged], "ctx3"), h], "res")
         kept = node("Identity", [out], "kept")
-        h = node("Add", [node("Relu", [kept], "r1"), node("Relu", [kept], "r2")], "out")
+        h = node("Max", [node("Relu", [kept], "r1"), node("Relu", [kept], "r2")], "out")
     graph = helper.make_graph(
         made,
         "blocks",
