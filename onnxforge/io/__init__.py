@@ -601,12 +601,12 @@ def _pieces(
     return pieces
 
 
-def _source_graph(model: Model) -> tuple[bytes, list[tuple[bytes, WeightSource | None]]]:
+def _source_graph(model: Model) -> tuple[list[bytes], list[tuple[bytes, WeightSource | None]]]:
     """The loaded graph of a model whose graph was never built, as write_model takes it."""
     gp = model._source.graph
     spans: list[Span | None] = model._source_spans or []
     if not any(spans):
-        return gp.SerializeToString(), []  # initializers stay in place, in order
+        return [gp.SerializeToString()], []  # initializers stay in place, in order
     rest = onnx.GraphProto()
     rest.CopyFrom(gp)  # the skeleton: spanned initializers have no data in it
     rest.ClearField("initializer")
@@ -615,7 +615,7 @@ def _source_graph(model: Model) -> tuple[bytes, list[tuple[bytes, WeightSource |
         span = spans[i] if i < len(spans) else None
         return None if span is None else WeightSource(span.length, span.write_to)
 
-    return rest.SerializeToString(), _pieces(gp.initializer, weight_of)
+    return [rest.SerializeToString()], _pieces(gp.initializer, weight_of)
 
 
 def _write(model: Model, out: BinaryIO, sink: _SaveSink, path: Path) -> None:
@@ -623,20 +623,18 @@ def _write(model: Model, out: BinaryIO, sink: _SaveSink, path: Path) -> None:
         mp = model_to_proto(model, sink, source_graph=True)
         graph_rest, initializers = _source_graph(model)
     else:
-        spilled: list[bytes] = []  # the graph's nodes and value_info, encoded as they are made
-        mp = model_to_proto(model, sink, spill=spilled)
+        graph_rest = []  # the graph's nodes and value_info, encoded as they are made
+        mp = model_to_proto(model, sink, spill=graph_rest)
         gp = mp.graph
         initializers = _pieces(gp.initializer, sink.spliced.get)
         gp.ClearField("initializer")
-        spilled.append(gp.SerializeToString())
+        graph_rest.append(gp.SerializeToString())
         mp.ClearField("graph")
-        graph_rest = b"".join(spilled)
-        spilled.clear()
     initializers = [(t, sink.progress.counted(w)) for t, w in initializers]
     model_rest = mp.SerializeToString()
     total = (
         len(model_rest)
-        + len(graph_rest)
+        + sum(len(piece) for piece in graph_rest)
         + sum(len(t) + (w.length if w else 0) for t, w in initializers)
     )
     if total > PROTOBUF_LIMIT:

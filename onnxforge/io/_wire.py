@@ -172,16 +172,19 @@ class WeightSource:
 def write_model(
     out: BinaryIO,
     model_rest: bytes,
-    graph_rest: bytes,
+    graph_rest: Sequence[bytes],
     initializers: Sequence[tuple[bytes, WeightSource | None]],
 ) -> None:
     """Stream a ModelProto: the model's other fields, then the graph with its initializers.
+
+    ``graph_rest``: the graph's other fields, encoded, in pieces written one after another
+    (a large graph's nodes come encoded in batches; joining them would copy them all).
 
     Each item is a TensorProto followed by its raw_data from a WeightSource, or, with no
     WeightSource, initializer fields already encoded (a run of tensors with their data inside).
     """
     init_fields: list[tuple[bytes, bytes, bytes, WeightSource | None]] = []
-    graph_len = len(graph_rest)
+    graph_len = sum(len(piece) for piece in graph_rest)
     for tensor_bytes, weight in initializers:
         if weight is None:
             init_fields.append((b"", tensor_bytes, b"", None))
@@ -194,7 +197,8 @@ def write_model(
         graph_len += len(header) + body_len
     out.write(model_rest)
     out.write(field_header(_MODEL_GRAPH, graph_len))
-    out.write(graph_rest)
+    for piece in graph_rest:
+        out.write(piece)
     for header, tensor_bytes, raw_header, weight in init_fields:
         out.write(header)
         out.write(tensor_bytes)
