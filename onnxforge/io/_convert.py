@@ -127,14 +127,13 @@ class _ValueSource:
 
     type: Any
     doc_string: str
-    metadata_props: list[tuple[str, str]]
+    metadata_props: tuple[tuple[str, str], ...]  # a tuple: a value's shared () compares as is
 
     def unchanged(self, value: Value) -> bool:
-        props = value.metadata_props  # a shared () when empty, a list once read or set
         return (
             value.type is self.type
             and value.doc_string == self.doc_string
-            and (list(props) == self.metadata_props if props or self.metadata_props else True)
+            and tuple(value.metadata_props) == self.metadata_props
         )
 
 
@@ -430,7 +429,7 @@ def _take_info(value: Value, vi: onnx.ValueInfoProto) -> None:
 def _seal(nodes: Iterable[Any]) -> None:
     for node in nodes:
         if isinstance(node, Value) and node._source is True:
-            node._source = _ValueSource(node.type, node.doc_string, list(node.metadata_props))
+            node._source = _ValueSource(node.type, node.doc_string, tuple(node.metadata_props))
 
 
 _KINDS = (  # (field, kind) of one value, and (field, kind) of a list of them
