@@ -807,12 +807,10 @@ class _Writer:
         src: _GraphSource | None = g._source
         sp = src.proto if src is not None else None
         spill = self.spill if top else None
-        nodes = _Spiller(spill, "node") if spill is not None else None
-        add_node = nodes.add if nodes is not None else gp.node.add
+        nodes = _Spiller(gp, "node", spill)
         for op in self.ops_in_order(g):
-            self.node(op, add_node())
-        if nodes is not None:
-            nodes.flush()
+            self.node(op, nodes.add())
+        nodes.flush()
         _set(gp, sp, "name", g.name)
         dense = 0
         for value in g.initializers:
@@ -825,12 +823,9 @@ class _Writer:
         _set(gp, sp, "doc_string", g.doc_string)
         self.interface(g.inputs, gp.input, src.inputs if src else [])
         self.interface(g.outputs, gp.output, src.outputs if src else [])
-        if spill is None:
-            self.all_value_info(g, gp.value_info.add, src)
-        else:
-            infos = _Spiller(spill, "value_info")
-            self.all_value_info(g, infos.add, src)
-            infos.flush()
+        infos = _Spiller(gp, "value_info", spill)
+        self.all_value_info(g, infos.add, src)
+        infos.flush()
         if sp is not None and len(sp.quantization_annotation):
             gp.quantization_annotation.extend(sp.quantization_annotation)
         if g.metadata_props or (sp is not None and len(sp.metadata_props)):
@@ -891,22 +886,22 @@ class _Writer:
 
 
 class _Spiller:
-    """New entries of one repeated field of a GraphProto, encoded into ``spill`` every
-    SPILL_EVERY entries. Each batch is a message of its own: clearing a field keeps its
-    memory in the message's arena, dropping the message frees it."""
+    """New entries of one repeated field of ``gp``; with ``spill`` a list, they are encoded into
+    it every SPILL_EVERY entries instead. Each batch is a message of its own: clearing a field
+    keeps its memory in the message's arena, dropping the message frees it."""
 
-    def __init__(self, spill: list[bytes], field: str) -> None:
+    def __init__(self, gp: onnx.GraphProto, field: str, spill: list[bytes] | None) -> None:
         self.spill, self.field = spill, field
-        self.held, self.count = onnx.GraphProto(), 0
+        self.held, self.count = gp if spill is None else onnx.GraphProto(), 0
 
     def add(self) -> Any:
-        if self.count >= SPILL_EVERY:  # the entry added last is complete by now
+        if self.spill is not None and self.count >= SPILL_EVERY:  # the last entry is complete
             self.flush()
         self.count += 1
         return getattr(self.held, self.field).add()
 
     def flush(self) -> None:
-        if self.count:
+        if self.spill is not None and self.count:
             self.spill.append(self.held.SerializeToString())
             self.held, self.count = onnx.GraphProto(), 0
 
