@@ -117,7 +117,7 @@ def child(
         import onnxforge.io
         import onnxforge.kernels._reference  # imported on first use otherwise (onnx.reference)
         import onnxforge.shape_infer._onnx_fallback
-        from onnxforge._optimize import OptimizeOptions, optimize_model, pin_input_defaults
+        from onnxforge.api._optimize import OptimizeOptions, optimize_model, pin_input_defaults
         from onnxforge.passes import fold_pipeline
     elif tool == "onnxsim":
         import onnx

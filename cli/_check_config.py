@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from onnxforge._check import CODES, RUNTIMES, SEVERITIES
+from onnxforge.api._check import CODES, RUNTIMES, SEVERITIES
 from onnxforge.errors import OnnxForgeError
 
 if sys.version_info >= (3, 11):

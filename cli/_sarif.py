@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from onnxforge import __version__
-from onnxforge._check import CODES
-from onnxforge._check_pool import FileResult
+from onnxforge.api._check import CODES
+from onnxforge.api._check_pool import FileResult
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _UNREADABLE = {

@@ -13,8 +13,8 @@ from typing import Annotated, Any
 
 import typer
 
-from onnxforge._check import SEVERITIES, onnxruntime_limits, require_runtime
-from onnxforge._check_pool import FileResult, check_files, check_one
+from onnxforge.api._check import SEVERITIES, onnxruntime_limits, require_runtime
+from onnxforge.api._check_pool import FileResult, check_files, check_one
 from onnxforge.cli._app import (
     Json,
     Quiet,

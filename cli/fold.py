@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from onnxforge._optimize import pin_input_defaults
+from onnxforge.api._optimize import pin_input_defaults
 from onnxforge.cli._app import (
     Durable,
     ExternalData,

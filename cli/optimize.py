@@ -15,13 +15,14 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from onnxforge._optimize import (
+from onnxforge.api._optimize import (
     DEFAULT_MAX_ITERATIONS,
     OptimizeOptions,
     fix_input_shapes,
     optimize_model,
     parse_input_shape,
 )
+from onnxforge.api.compare import compare_on_onnxruntime, random_inputs
 from onnxforge.cli._app import (
     AllowCast,
     Durable,
@@ -54,7 +55,6 @@ from onnxforge.cli._app import (
     writing,
 )
 from onnxforge.cli._progress import LONG_WRITE, PassProgress, long_graph, progress
-from onnxforge.compare import compare_on_onnxruntime, random_inputs
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import load, save, write
 from onnxforge.passes import DEFAULT_FOLD_LIMIT

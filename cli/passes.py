@@ -10,7 +10,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from onnxforge._optimize import OptimizeOptions, pipeline
+from onnxforge.api._optimize import OptimizeOptions, pipeline
 from onnxforge.cli._app import (
     Json,
     begin,

@@ -23,8 +23,7 @@ __all__ = [
     "verify",
 ]
 
-from onnxforge._check import Problem, check
-from onnxforge._optimize import convert, fold, infer, optimize
+from onnxforge.api import Problem, check, convert, fold, infer, optimize
 from onnxforge.io import load, save
 from onnxforge.ir import DType, Function, Graph, Model, Op, Tensor, TensorType, Value, verify
 

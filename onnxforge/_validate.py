@@ -13,6 +13,7 @@ from typing import Any
 
 from onnxforge import opset as schemas
 from onnxforge.errors import InvalidModelError
+from onnxforge.io._tensors import data_problem
 from onnxforge.ir import (
     AttrRef,
     DType,
@@ -197,8 +198,6 @@ def _dims(shape: tuple[Any, ...]) -> str:
 
 
 def _tensor_problem(tensor: Tensor) -> str | None:
-    from onnxforge.io._tensors import data_problem  # noqa: PLC0415  (io depends on ir)
-
     return data_problem(tensor)
 
 

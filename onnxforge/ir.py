@@ -29,6 +29,7 @@ __all__ = [
     "SparseTensor",
     "SymDim",
     "Tensor",
+    "TensorCodec",
     "TensorType",
     "UnknownDim",
     "Value",
@@ -46,7 +47,7 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -214,6 +215,13 @@ class FileSpan(Protocol):
     def read(self) -> bytes: ...
 
 
+class TensorCodec(Protocol):
+    """What onnx knows of tensor data and numpy cannot do alone; onnxforge.io provides it."""
+
+    def decode(self, tensor: Tensor) -> np.ndarray: ...
+    def dtype_of_numpy(self, np_dtype: np.dtype) -> int: ...
+
+
 class Tensor:
     """A constant's dtype, shape and data, wherever the data lives.
 
@@ -223,6 +231,9 @@ class Tensor:
     """
 
     __slots__ = ("_array", "dtype", "meta", "proto", "shape", "span")
+    codec: ClassVar[TensorCodec | None] = None
+    """Set by onnxforge.io, the only maker of tensors whose data numpy cannot view (typed proto
+    fields, packed and ml_dtypes types): the ground does not import the floor above it."""
 
     def __init__(
         self,
@@ -274,9 +285,7 @@ class Tensor:
             return np.frombuffer(
                 self.span.buffer(), np_dtype, count=self.size, offset=self.span.offset
             ).reshape(self.shape)
-        from onnxforge.io._tensors import decode  # noqa: PLC0415  (io depends on ir)
-
-        self._array = decode(self)
+        self._array = _codec().decode(self)
         return self._array
 
     def __repr__(self) -> str:
@@ -290,9 +299,13 @@ def _dtype_of_numpy(np_dtype: np.dtype) -> int:
             return int(d)
     if np_dtype.kind in "OUS":
         return int(DType.STRING)
-    from onnxforge.io._tensors import dtype_of_numpy  # noqa: PLC0415  (ml_dtypes types)
+    return _codec().dtype_of_numpy(np_dtype)
 
-    return dtype_of_numpy(np_dtype)
+
+def _codec() -> TensorCodec:
+    if Tensor.codec is None:  # io sets it on import, and `import onnxforge` imports io
+        raise OnnxForgeError("onnxforge.io is not imported: it decodes tensor data")
+    return Tensor.codec
 
 
 @dataclass(eq=False, slots=True)
@@ -1058,19 +1071,6 @@ class Model:
         for graph in self.graphs():
             for op in graph._ops:
                 yield graph, op
-
-    @classmethod
-    def from_proto(cls, proto: Any) -> Model:
-        """Build from an in-memory onnx.ModelProto (tensor data is read from the proto)."""
-        from onnxforge.io import from_proto  # noqa: PLC0415  (io depends on ir)
-
-        return from_proto(proto)
-
-    def to_proto(self) -> Any:
-        """An onnx.ModelProto with every tensor embedded (copies weights: prefer io.save)."""
-        from onnxforge.io import to_proto  # noqa: PLC0415
-
-        return to_proto(self)
 
 
 @contextlib.contextmanager

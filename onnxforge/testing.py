@@ -22,16 +22,16 @@ from typing import Any
 import numpy as np
 import onnx
 import onnx.parser
+from onnx import helper, numpy_helper
 
 from onnxforge.io import from_proto, to_proto
 from onnxforge.ir import Model
+from onnxforge.shape_infer.symbolic import parse
 
 
 def model_from_text(text: str, /, **weights: np.ndarray) -> Model:
     """A Model from ONNX text: ``'<ir_version: 10, opset_import: ["" : 18]> g (...)'``, with
     ``weights`` added as initializers under their keyword names (checked by onnx's checker)."""
-    from onnx import numpy_helper  # noqa: PLC0415
-
     proto = onnx.parser.parse_model(text)
     proto.graph.initializer.extend(numpy_helper.from_array(a, n) for n, a in weights.items())
     onnx.checker.check_model(proto)
@@ -228,8 +228,6 @@ def _size_plans(symbols: Sequence[str], sizes: Sequence[int]) -> list[tuple[dict
 def _feeds(
     proto: onnx.ModelProto, plan: tuple[Mapping[str, int], int], seed: int
 ) -> tuple[dict[str, np.ndarray], dict]:
-    from onnx import helper  # noqa: PLC0415
-
     named, unnamed = plan
     rng = np.random.default_rng(seed)
     inits = {t.name for t in proto.graph.initializer}
@@ -364,8 +362,6 @@ def tally(
 
 
 def _lone_name(dim: object) -> bool:
-    from onnxforge.shape_infer.symbolic import parse  # noqa: PLC0415
-
     return isinstance(dim, str) and bool(dim) and parse(dim).name() == dim
 
 

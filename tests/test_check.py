@@ -16,7 +16,7 @@ from suites import LIGHT_DIR
 
 import onnxforge
 from onnxforge import _runtime_child
-from onnxforge._check import Problem, RuntimeUnavailableError, onnxruntime_limits
+from onnxforge.api._check import Problem, RuntimeUnavailableError, onnxruntime_limits
 from onnxforge.errors import ModelReadError
 from onnxforge.io import checker_problems
 from onnxforge.testing import model_from_text

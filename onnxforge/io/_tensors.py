@@ -152,3 +152,13 @@ def raw_source(tensor: Tensor) -> WeightSource | None:
         out.write(contiguous.reshape(-1).view(np.uint8).data)
 
     return WeightSource(contiguous.nbytes, write)
+
+
+class _OnnxCodec:
+    """onnx's decoding for ``Tensor.numpy`` and ``Tensor.from_numpy`` (see Tensor.codec)."""
+
+    decode = staticmethod(decode)
+    dtype_of_numpy = staticmethod(dtype_of_numpy)
+
+
+Tensor.codec = _OnnxCodec()

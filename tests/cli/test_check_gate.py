@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper, parser
 from typer.testing import CliRunner
 
 from onnxforge import _runtime_child
-from onnxforge._check_pool import FileResult, check_files, check_one
+from onnxforge.api._check_pool import FileResult, check_files, check_one
 from onnxforge.cli import app
 
 pytest.importorskip("onnxruntime")

@@ -150,7 +150,7 @@ def test_a_difference_found_by_check_exits_1_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import onnxforge.cli.optimize as command
-    from onnxforge._optimize import optimize_model
+    from onnxforge.api._optimize import optimize_model
 
     def broken_optimize(model: Model, options: object, **kwargs: object) -> object:
         report = optimize_model(model, options, **kwargs)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ from typing import ClassVar
 import pytest
 from typer.testing import CliRunner
 
-from onnxforge._optimize import OptimizeOptions, pipeline
+from onnxforge.api._optimize import OptimizeOptions, pipeline
 from onnxforge.cli import app
 from onnxforge.cli.passes import PASS_OPTIONS
 from onnxforge.errors import OnnxForgeError

@@ -41,7 +41,7 @@ Status = Literal["pass", "refused", "wrong", "unchecked"]
 @functools.cache
 def ort_latest() -> int:
     """The newest default-domain opset the installed onnxruntime loads (probed)."""
-    from onnxforge._check import onnxruntime_limits
+    from onnxforge.api._check import onnxruntime_limits
 
     return int(onnxruntime_limits().max_opset[""])
 

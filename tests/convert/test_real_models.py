@@ -24,7 +24,7 @@ RTOL, ATOL = 1e-4, 1e-5
 
 
 def _latest() -> int:
-    from onnxforge._check import onnxruntime_limits
+    from onnxforge.api._check import onnxruntime_limits
 
     return int(onnxruntime_limits().max_opset[""])
 

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxforge import ir
-from onnxforge._optimize import OptimizeOptions, optimize_model
-from onnxforge.compare import compare_on_onnxruntime
+from onnxforge.api._optimize import OptimizeOptions, optimize_model
+from onnxforge.api.compare import compare_on_onnxruntime
 from onnxforge.errors import AdapterError, PassError
 from onnxforge.io import load, save
 from onnxforge.opset import min_ir_version
@@ -37,7 +37,7 @@ BINARY = ("Add", "Sub", "Mul", "Div", "Max", "Min")
 
 
 def _max_opset() -> int:
-    from onnxforge._check import onnxruntime_limits
+    from onnxforge.api._check import onnxruntime_limits
 
     return onnxruntime_limits().max_opset[""]
 

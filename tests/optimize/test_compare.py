@@ -1,4 +1,4 @@
-"""onnxforge.compare: the proof `optimize --check` gives, and the inputs it makes."""
+"""onnxforge.api.compare: the proof `optimize --check` gives, and the inputs it makes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onnxforge.compare import compare_on_onnxruntime, random_inputs
+from onnxforge.api.compare import compare_on_onnxruntime, random_inputs
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import save
 from onnxforge.testing import model_from_text

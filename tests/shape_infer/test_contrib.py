@@ -236,9 +236,7 @@ def test_group_query_attention_present_grows_to_the_total_the_graph_computes(
     ]
     past = ["pk", "pv"] if with_past else ["", ""]
     if with_past:
-        inputs += [
-            helper.make_tensor_value_info(n, F, [1, kv_heads, "past", head]) for n in past
-        ]
+        inputs += [helper.make_tensor_value_info(n, F, [1, kv_heads, "past", head]) for n in past]
     nodes = [
         helper.make_node("Shape", ["q"], ["q_shape"]),
         helper.make_node("Gather", ["q_shape", "one"], ["seq"]),

@@ -23,8 +23,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from onnxforge import io, passes
 from onnxforge.errors import OnnxForgeError
 from onnxforge.ir import Model, TensorType
+from onnxforge.passes import fold_pipeline
+from onnxforge.passes.convert import convert as convert_model
+from onnxforge.shape_infer import infer as infer_model
 
 logger = logging.getLogger(__name__)
 
@@ -107,8 +111,6 @@ def pin_input_defaults(model: Model) -> int:
 def pipeline(options: OptimizeOptions, *, instruments: Sequence[Any] = ()) -> Any:
     """The PassManager `optimize` runs for these options (``instruments`` watch the passes:
     the command line's progress display)."""
-    from onnxforge import passes  # noqa: PLC0415  (passes import the core)
-
     limit = {} if options.fold_limit is None else {"limit_bytes": options.fold_limit}
     fold = passes.FoldConstantsPass(**limit)
     group = [p for p in [fold, *passes.cleanup_passes()] if _wanted(p.name, options)]
@@ -156,8 +158,6 @@ def optimize_model(
 
 
 def _model(model_or_path: Any) -> Model:
-    from onnxforge import io  # noqa: PLC0415
-
     if isinstance(model_or_path, Model):
         return model_or_path
     if isinstance(model_or_path, str | os.PathLike):
@@ -166,8 +166,6 @@ def _model(model_or_path: Any) -> Model:
 
 
 def _proto(model: Model) -> Any:
-    from onnxforge import io  # noqa: PLC0415
-
     return io.to_proto(model)
 
 
@@ -202,8 +200,6 @@ def optimize(
 def infer(model_or_path: Any, *, strict: bool = True) -> Any:
     """The model with every inferred type (an onnx.ModelProto); ``strict`` raises a ShapeError
     listing every inconsistency."""
-    from onnxforge.shape_infer import infer as infer_model  # noqa: PLC0415
-
     model = _model(model_or_path)
     infer_model(model, strict=strict)
     return _proto(model)
@@ -212,8 +208,6 @@ def infer(model_or_path: Any, *, strict: bool = True) -> Any:
 def convert(model_or_path: Any, opset: int, *, allow_cast: bool = False) -> Any:
     """The model converted to ``opset`` (an onnx.ModelProto); AdapterError lists every node
     that cannot be converted."""
-    from onnxforge.passes.convert import convert as convert_model  # noqa: PLC0415
-
     model = _model(model_or_path)
     convert_model(model, opset, allow_cast=allow_cast)
     return _proto(model)
@@ -221,8 +215,6 @@ def convert(model_or_path: Any, opset: int, *, allow_cast: bool = False) -> Any:
 
 def fold(model_or_path: Any, *, fold_limit: int | None = None, pin_defaults: bool = False) -> Any:
     """The model with constants folded and what folding left unread removed (ModelProto)."""
-    from onnxforge.passes import fold_pipeline  # noqa: PLC0415
-
     model = _model(model_or_path)
     if pin_defaults:
         pin_input_defaults(model)

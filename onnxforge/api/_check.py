@@ -32,10 +32,11 @@ import numpy as np
 from onnxforge import opset as schemas
 from onnxforge._runtime_child import run_in_child
 from onnxforge._validate import model_problems
-from onnxforge.compare import MAX_INPUT_ELEMENTS
+from onnxforge.api.compare import MAX_INPUT_ELEMENTS
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import checker_problems, load, negative_dims, save, to_proto
 from onnxforge.ir import Dim, DType, Graph, Model, Op, Tensor, TensorType, Value, walk_graphs
+from onnxforge.shape_infer import infer
 
 logger = logging.getLogger(__name__)
 
@@ -356,8 +357,6 @@ def _domain_problems(model: Model, file: str, limits: RuntimeLimits | None) -> l
 
 
 def _shape_problems(model: Model, file: str, skip: set[str]) -> list[Problem]:
-    from onnxforge.shape_infer import infer  # the rules are only loaded when inference runs
-
     found = []
     report = infer(model)
     for stale in report.stale:  # onnxruntime runs these: a warning, as `infer` prints it

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from onnxforge._check import Problem, check
+from onnxforge.api._check import Problem, check
 from onnxforge.errors import OnnxForgeError
 
 Work = Callable[[str, Mapping[str, Any]], "FileResult"]
