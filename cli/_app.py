@@ -488,12 +488,13 @@ def pin_defaults_note(stats: Mapping[str, int], model: Model) -> str | None:
 
 def refuse_shape_errors(loaded: Model, model: Path | str) -> None:
     """Run shape inference and raise ShapeError listing its errors (as `onnxforge infer`
-    would), leaving the model's types as they were: for commands that infer as they work."""
+    would), leaving the model's types as they were: for commands that infer as they work.
+    ``loaded`` comes from load_valid, so the graph's invariants are not checked again."""
     from onnxforge.shape_infer import infer  # noqa: PLC0415  (loads every shape rule)
 
     declared = {v: v.type for g in loaded.graphs() for v in g.values()}
     try:
-        report = infer(loaded)
+        report = infer(loaded, verify=False)
     finally:
         for value, t in declared.items():
             value.type = t

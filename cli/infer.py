@@ -96,7 +96,8 @@ def infer(
                     loaded, model, out, in_place=in_place, external_data=external_data
                 )
             with progress(f"inferring shapes of {name}", expected_long=long_graph(loaded)):
-                report = infer_shapes(loaded, strict_declared=strict)
+                # load_valid checked every invariant ir.verify would: not twice (0.14 s/100k ops)
+                report = infer_shapes(loaded, strict_declared=strict, verify=False)
             if json_out is not None:
                 emit_json(_json(name, loaded, report), json_out)
             if out is None and session.tables:
