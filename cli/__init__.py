@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = ["app", "main"]
 
+import gc
 import sys
 
 from onnxforge import _cleanup
@@ -33,3 +34,8 @@ def main() -> None:
             message = message[:MAX_LINE] + " ..."
         print(f"onnxforge: internal error: {message}", file=sys.stderr)
         sys.exit(1)
+    finally:
+        # The process ends here: what the command built (a graph of a million ops is millions
+        # of objects in reference cycles) need not be collected on the way out. Python's last
+        # collection at exit took 0.44 s of `infer`'s 2.40 s on the 100k-op chain.
+        gc.freeze()
