@@ -892,18 +892,22 @@ class _Spiller:
 
     def __init__(self, gp: onnx.GraphProto, field: str, spill: list[bytes] | None) -> None:
         self.spill, self.field = spill, field
-        self.held, self.count = gp if spill is None else onnx.GraphProto(), 0
+        self._hold(gp if spill is None else onnx.GraphProto())
+
+    def _hold(self, held: onnx.GraphProto) -> None:
+        self.held, self.count = held, 0
+        self._add = getattr(held, self.field).add  # once per batch, not once per entry
 
     def add(self) -> Any:
         if self.spill is not None and self.count >= SPILL_EVERY:  # the last entry is complete
             self.flush()
         self.count += 1
-        return getattr(self.held, self.field).add()
+        return self._add()
 
     def flush(self) -> None:
         if self.spill is not None and self.count:
             self.spill.append(self.held.SerializeToString())
-            self.held, self.count = onnx.GraphProto(), 0
+            self._hold(onnx.GraphProto())
 
 
 def _opsets(entries: Any) -> dict[str, int]:
