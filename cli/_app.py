@@ -70,6 +70,7 @@ from onnxforge.io import (
 )
 from onnxforge.ir import Model
 from onnxforge.passes import DEFAULT_FOLD_LIMIT
+from onnxforge.shape_infer import infer
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -490,8 +491,6 @@ def refuse_shape_errors(loaded: Model, model: Path | str) -> None:
     """Run shape inference and raise ShapeError listing its errors (as `onnxforge infer`
     would), leaving the model's types as they were: for commands that infer as they work.
     ``loaded`` comes from load_valid, so the graph's invariants are not checked again."""
-    from onnxforge.shape_infer import infer  # noqa: PLC0415  (loads every shape rule)
-
     declared = {v: v.type for g in loaded.graphs() for v in g.values()}
     try:
         report = infer(loaded, verify=False)

@@ -57,7 +57,7 @@ from onnxforge.cli._app import (
 from onnxforge.cli._progress import LONG_WRITE, PassProgress, long_graph, progress
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import load, save, write
-from onnxforge.passes import DEFAULT_FOLD_LIMIT
+from onnxforge.passes import DEFAULT_FOLD_LIMIT, PASSES
 from onnxforge.passes.fold_constants import parse_size
 from onnxforge.summary import size_summary, summarize
 
@@ -257,8 +257,6 @@ def optimize(
 
 
 def _unknown_passes(options: OptimizeOptions) -> None:
-    from onnxforge.passes import PASSES  # noqa: PLC0415
-
     named = list(options.passes or []) + list(options.skip)
     unknown = [n for n in named if n not in PASSES]
     if unknown:

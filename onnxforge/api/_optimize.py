@@ -26,7 +26,6 @@ from typing import Any
 from onnxforge import io, passes
 from onnxforge.errors import OnnxForgeError
 from onnxforge.ir import Model, TensorType
-from onnxforge.passes import fold_pipeline
 from onnxforge.passes.convert import convert as convert_model
 from onnxforge.shape_infer import infer as infer_model
 
@@ -219,5 +218,5 @@ def fold(model_or_path: Any, *, fold_limit: int | None = None, pin_defaults: boo
     if pin_defaults:
         pin_input_defaults(model)
     limit = {} if fold_limit is None else {"limit_bytes": fold_limit}
-    fold_pipeline(**limit).run(model)
+    passes.fold_pipeline(**limit).run(model)
     return _proto(model)
