@@ -1014,6 +1014,7 @@ class Model:
         self.configuration: list[Any] = []  # DeviceConfigurationProto, carried as read
         self._source: Any = None
         self._source_spans: Any = None  # io: where the loaded initializers' bytes are
+        self._source_nodes: Any = None  # io: where the main graph's nodes are, until built
 
     @classmethod
     def deferred(cls, build: Callable[[], tuple[Graph, list[Function]]], **fields: Any) -> Model:

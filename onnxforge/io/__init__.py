@@ -50,6 +50,7 @@ from onnxforge.io._convert import (
     function_from_proto,
     model_from_proto,
     model_to_proto,
+    parse_node_run,
     type_from_proto,
     type_to_proto,
 )
@@ -100,17 +101,19 @@ def load(path: str | os.PathLike[str], *, name: str | None = None) -> Model:
     buf = memoryview(data_file.read_all() if small else data_file.mmap())
     try:
         if data_file.size >= SPLIT_MIN_FILE:
-            skeleton, offsets = split_weights(buf)
+            skeleton, offsets, runs = split_weights(buf)
         elif not small:
-            skeleton, offsets = split_weights(buf, max_graph_fields=data_file.size >> 10)
+            skeleton, offsets, runs = split_weights(buf, max_graph_fields=data_file.size >> 10)
         else:
-            skeleton, offsets = buf, []
+            skeleton, offsets, runs = buf, [], []
         wire_problem = ""
     except WireError as exc:
-        skeleton, offsets, wire_problem = buf, [], str(exc)
+        skeleton, offsets, runs, wire_problem = buf, [], [], str(exc)
     proto = onnx.ModelProto()
     try:
         proto.ParseFromString(skeleton)
+        for start, length in runs:  # checked now, so an unreadable model fails here
+            parse_node_run(buf[start : start + length])
     except DecodeError as exc:
         if "depth" in str(exc).lower() or "recursion" in str(exc).lower():
             raise ModelReadError(
@@ -143,7 +146,11 @@ def load(path: str | os.PathLike[str], *, name: str | None = None) -> Model:
             "read from a stream cannot reach; give the model's path instead",
         )
     model = model_from_proto(
-        proto, spans=spans, model_path=path if name is None else None, deferred=not external
+        proto,
+        spans=spans,
+        model_path=path if name is None else None,
+        deferred=not external,
+        node_runs=[Span(data_file, *run) for run in runs],
     )
     model._source_spans = spans
     return model
@@ -154,7 +161,7 @@ def data_files(model: Model) -> set[Path]:
     where weights were left in it, the model file. Writing any of them by name would change
     what the loaded model says."""
     found: set[Path] = set()
-    spans = [] if model.built else list(model._source_spans or [])
+    spans = [] if model.built else [*(model._source_spans or []), *(model._source_nodes or [])]
     if model.built:
         for graph in model.graphs():
             for value in graph.initializers:
@@ -605,8 +612,9 @@ def _source_graph(model: Model) -> tuple[list[bytes], list[tuple[bytes, WeightSo
     """The loaded graph of a model whose graph was never built, as write_model takes it."""
     gp = model._source.graph
     spans: list[Span | None] = model._source_spans or []
+    nodes = [run.view() for run in model._source_nodes or []]  # cut out of gp when loaded
     if not any(spans):
-        return [gp.SerializeToString()], []  # initializers stay in place, in order
+        return [*nodes, gp.SerializeToString()], []  # initializers stay in place, in order
     rest = onnx.GraphProto()
     rest.CopyFrom(gp)  # the skeleton: spanned initializers have no data in it
     rest.ClearField("initializer")
@@ -615,7 +623,7 @@ def _source_graph(model: Model) -> tuple[list[bytes], list[tuple[bytes, WeightSo
         span = spans[i] if i < len(spans) else None
         return None if span is None else WeightSource(span.length, span.write_to)
 
-    return [rest.SerializeToString()], _pieces(gp.initializer, weight_of)
+    return [*nodes, rest.SerializeToString()], _pieces(gp.initializer, weight_of)
 
 
 def _write(model: Model, out: BinaryIO, sink: _SaveSink, path: Path) -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 __all__ = ["EmbedSink", "TensorSink", "model_from_proto", "model_to_proto"]
 
+import ctypes
 import io
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ except ImportError:  # pragma: no cover - protobuf before 4.21
 from onnxforge.errors import ModelReadError, OnnxForgeError
 from onnxforge.io._files import DataFile, Span, open_external
 from onnxforge.io._tensors import raw_source, tensor_from_array
+from onnxforge.io._wire import field_header
 from onnxforge.ir import (
     AttrRef,
     DType,
@@ -68,6 +70,34 @@ def _set(out: Any, source: Any, name: str, value: Any) -> None:
         setattr(out, name, value)
 
 
+def _copy(message: Any) -> Any:
+    """A message of its own: a part of the parsed model held by the IR would keep the whole
+    parse alive (protobuf frees a parse as one block, once nothing points into it)."""
+    copy = type(message)()
+    copy.CopyFrom(message)
+    return copy
+
+
+def _repeated(fd: Any) -> bool:
+    repeated = getattr(fd, "is_repeated", None)  # protobuf 6+; `label` before
+    return fd.label == fd.LABEL_REPEATED if repeated is None else bool(repeated)
+
+
+def _rest(message: Any, skip: tuple[str, ...]) -> Any:
+    """A copy of ``message`` without the fields ``skip`` names (the nodes, read into the IR)."""
+    rest = type(message)()
+    for fd, value in message.ListFields():
+        if fd.name in skip:
+            continue
+        if _repeated(fd):
+            getattr(rest, fd.name).extend(value)
+        elif fd.message_type is not None:
+            getattr(rest, fd.name).CopyFrom(value)
+        else:
+            setattr(rest, fd.name, value)
+    return rest
+
+
 def _text(data: bytes) -> str | bytes:
     try:
         return data.decode("utf-8")
@@ -82,16 +112,16 @@ def _bytes(text: str | bytes) -> bytes:
 def type_from_proto(tp: onnx.TypeProto) -> TensorType | OpaqueType:
     which = tp.WhichOneof("value")
     if which != "tensor_type" or tp.HasField("denotation"):
-        return OpaqueType(tp, which or "undefined")
+        return OpaqueType(_copy(tp), which or "undefined")
     tt = tp.tensor_type
     if not tt.HasField("elem_type"):
-        return OpaqueType(tp, which)
+        return OpaqueType(_copy(tp), which)
     if not tt.HasField("shape"):
         return TensorType(tt.elem_type, None)
     dims: list[int | str | None] = []
     for d in tt.shape.dim:
         if d.HasField("denotation"):
-            return OpaqueType(tp, which)
+            return OpaqueType(_copy(tp), which)
         kind = d.WhichOneof("value")
         if kind == "dim_value":
             # A negative dim_value (paddle2onnx's -1) is an unknown dim: onnx's checker and
@@ -145,6 +175,44 @@ class _GraphSource:
     value_info: list[tuple[Any, Value | None]] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class _AttrSource:
+    """What writing an attribute back needs of the one read: its kind, whether the file stated
+    the type, its doc_string; the message itself only when the IR holds no value for it."""
+
+    name: str
+    kind: int
+    has_type: bool
+    doc_string: str | None
+    proto: AttributeProto | None = None
+
+
+def _attr_source(a: AttributeProto, kind: int, *, keep: bool) -> _AttrSource:
+    """``keep``: carry a copy of the message (an attribute whose value is not modelled)."""
+    copy = None
+    if keep:
+        copy = AttributeProto()
+        copy.CopyFrom(a)
+    doc = a.doc_string if a.HasField("doc_string") else None
+    return _AttrSource(a.name, kind, a.HasField("type"), doc, copy)
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeSource:
+    """A node as read, without its NodeProto: the fields the file set (one set to its default
+    is set again), its attributes as _AttrSources, and a message of its own holding its
+    metadata_props and device_configurations when it has any. Nodes with the same record
+    share one. Holding the NodeProtos kept the whole parsed model alive for as long as the
+    IR: 450 MiB on a million nodes."""
+
+    present: frozenset[str]
+    attribute: tuple[_AttrSource, ...]
+    extra: onnx.NodeProto | None = None
+
+    def HasField(self, name: str) -> bool:  # noqa: N802 - asked as a message is (see _set)
+        return name in self.present
+
+
 class _Building:
     """A graph being read: its name table; values and edges go straight into the Graph's
     structures (``Value._producer``, ``Graph._uses``, ``Graph._values``)."""
@@ -183,24 +251,40 @@ class _Building:
         return value
 
     def value_info(self, protos: Any, src: _GraphSource) -> None:
-        for vi in protos:
+        """``protos``: as read; ``src.proto`` holds their copies, which the source keeps."""
+        for vi, kept in zip(protos, src.proto.value_info, strict=True):
             value = self.local.get(vi.name)
             if value is not None:
                 _take_info(value, vi)
-            src.value_info.append((vi, value))
+            src.value_info.append((kept, value))
 
     def finish(self) -> None:
         _seal(self.values)
 
 
+_Later = tuple[Op, Any, frozenset[str], list[tuple[int, str]]]
+"""A node body() finishes in its second pass: the op, its NodeProto when its attributes wait
+(else None), the fields it sets, and the (port, name) of its inputs not yet defined."""
+
+
 class _Reader:
-    def __init__(self, spans: Sequence[Span | None], model_path: Path | None) -> None:
+    def __init__(
+        self,
+        spans: Sequence[Span | None],
+        model_path: Path | None,
+        node_runs: Sequence[Span] = (),
+    ) -> None:
         self.spans = spans
+        self.node_runs = node_runs
         self.model_path = model_path
         self.files: dict[str, DataFile] = {}
+        self.node_sources: dict[Any, _NodeSource] = {}  # by fields set (and attributes)
+        self.field_sets: dict[frozenset[str], frozenset[str]] = {}
 
     # tensors
-    def tensor(self, tp: TensorProto, span: Span | None = None) -> Tensor:
+    def tensor(self, tp: TensorProto, span: Span | None = None, *, copy: bool = True) -> Tensor:
+        if copy:
+            tp = _copy(tp)
         if tp.data_location == TensorProto.EXTERNAL:
             return Tensor(tp.data_type, tp.dims, span=self.external_span(tp), meta=tp)
         if span is not None:
@@ -239,11 +323,15 @@ class _Reader:
         return Span(file, offset, length)
 
     def sparse(self, sp: onnx.SparseTensorProto) -> SparseTensor:
-        return SparseTensor(self.tensor(sp.values), self.tensor(sp.indices), tuple(sp.dims), sp)
+        sp = _copy(sp)
+        values = self.tensor(sp.values, copy=False)
+        return SparseTensor(values, self.tensor(sp.indices, copy=False), tuple(sp.dims), sp)
 
     # attributes
-    def attribute(self, a: AttributeProto, scopes: list[dict[str, Value]], graph: Graph) -> Any:
-        kind = a.type or _kind_of_fields(a)
+    def attribute(
+        self, a: AttributeProto, scopes: list[dict[str, Value]], graph: Graph, kind: int = 0
+    ) -> Any:
+        kind = kind or a.type or _kind_of_fields(a)
         if a.ref_attr_name:
             return AttrRef(a.ref_attr_name, kind)
         if kind == _A.FLOAT:
@@ -259,7 +347,7 @@ class _Reader:
         if kind == _A.SPARSE_TENSOR:
             return self.sparse(a.sparse_tensor)
         if kind == _A.TYPE_PROTO:
-            return OpaqueType(a.tp, "type_proto")
+            return OpaqueType(_copy(a.tp), "type_proto")
         if kind == _A.FLOATS:
             return list(a.floats)
         if kind == _A.INTS:
@@ -273,7 +361,7 @@ class _Reader:
         if kind == _A.SPARSE_TENSORS:
             return [self.sparse(s) for s in a.sparse_tensors]
         if kind == _A.TYPE_PROTOS:
-            return [OpaqueType(t, "type_proto") for t in a.type_protos]
+            return [OpaqueType(_copy(t), "type_proto") for t in a.type_protos]
         return None  # an attribute with no value: written back as read
 
     # graphs
@@ -288,37 +376,45 @@ class _Reader:
         g = Graph(gp.name, parent=parent)
         g.doc_string = gp.doc_string
         g.metadata_props = _props(gp.metadata_props)
-        src = g._source = _GraphSource(gp)
+        src = g._source = _GraphSource(_rest(gp, ("node", "initializer", "sparse_initializer")))
         b = _Building(g, scopes)
-        for vi in gp.input:
+        for vi, kept in zip(gp.input, src.proto.input, strict=True):
             value = b.local.get(vi.name) or b.define(vi.name)
             _take_info(value, vi)
             g.inputs.append(value)
-            src.inputs.append((vi, value))
+            src.inputs.append((kept, value))
         for i, tp in enumerate(gp.initializer):
             span = self.spans[i] if top and i < len(self.spans) else None
             b.constant(tp.name).const = self.tensor(tp, span)
         for sp in gp.sparse_initializer:
             b.constant(sp.values.name).const = self.sparse(sp)
-        self.body(b, gp.node)
+        self.body(b, _run_nodes(self.node_runs) if top and self.node_runs else gp.node)
         b.value_info(gp.value_info, src)
-        for vi in gp.output:
+        for vi, kept in zip(gp.output, src.proto.output, strict=True):
             value = b.lookup(vi.name)
             if value._graph is g:
                 _take_info(value, vi)
             g.outputs.append(value)
-            src.outputs.append((vi, value))
+            src.outputs.append((kept, value))
         b.finish()
         return g
 
     def body(self, b: _Building, node_protos: Any) -> None:
         """Read the nodes of a graph or function body. The hot loop of loading: names are
         looked up inline (a 100k-node graph spent 0.6 s of 1 s here in calls and repeated
-        attribute lookups), op types interned (the same few strings a million times)."""
-        g, ops = b.g, []
+        attribute lookups), op types interned (the same few strings a million times).
+
+        One pass reads each node whole, and keeps no NodeProto, so a graph read in chunks
+        frees each chunk once read. Only what a later node decides waits for a second pass:
+        an input no node before defines (this graph's later node, else an enclosing graph's
+        value, else nothing), and the attributes of a node holding subgraphs, which may read
+        any value of this graph."""
+        g = b.g
         local, values, graph_ops, uses_of = b.local, b.values, g._ops, g._uses
         intern = sys.intern
-        for n in node_protos:  # pass 1: every op and the values it defines
+        field_sets, node_sources = self.field_sets, self.node_sources
+        later: list[_Later] = []
+        for n in node_protos:
             op_type = n.op_type  # bytes when not UTF-8: validation reports it, so keep it as is
             op = Op(
                 intern(op_type) if type(op_type) is str else op_type,
@@ -328,8 +424,8 @@ class _Reader:
                 doc_string=n.doc_string,
             )
             op._graph = g
-            op._source = n
-            present = set_fields(n)
+            present = frozenset(set_fields(n))
+            present = field_sets.setdefault(present, present)  # one per kind of node, not per node
             if "metadata_props" in present:
                 op.metadata_props = _props(n.metadata_props)
             outputs: list[Value | None] = []
@@ -344,40 +440,98 @@ class _Reader:
                     outputs.append(None)
             op._outputs = outputs
             graph_ops[op] = None
-            ops.append((op, n, "attribute" in present))
-        g._holders = None
-        inner_scopes = [*b.scopes, local]
-        for op, n, has_attributes in ops:  # pass 2: uses, which may name any op's outputs
             inputs: list[Value | None] = []
+            missing: list[tuple[int, str]] = []
             for port, name in enumerate(n.input):
-                if not name:
-                    inputs.append(None)
-                    continue
-                used = local.get(name)
-                if used is None:
-                    used = b.lookup(name)
+                used = local.get(name) if name else None
                 inputs.append(used)
+                if used is None:
+                    if name:
+                        missing.append((port, name))
+                    continue
                 uses = uses_of.get(used)
                 if uses is None:
                     uses_of[used] = [(op, port)]
                 else:
                     add_use(uses_of, used, (op, port))
             op._inputs = inputs
-            if has_attributes:
-                attrs = op.attrs
-                for a in n.attribute:
-                    attrs[a.name] = self.attribute(a, inner_scopes, g)
-                for sub in op.subgraphs():
-                    sub.owner = op
-                    for value in sub.captures():
-                        key = ("capture", value.name)
-                        values.setdefault(value)
-                        add_use(uses_of, value, (op, key))
-                        g._captured.setdefault(op, {})[value] = key
+            if "attribute" not in present:
+                op._source = node_sources.get(present) or self.node_source(present, (), n)
+                if missing:
+                    later.append((op, None, present, missing))
+            elif self.attributes(op, n, present, None) is None:
+                later.append((op, n, present, missing))
+            elif missing:
+                later.append((op, None, present, missing))
+        g._holders = None
+        if later:
+            self.resolve_later(b, later)
+
+    def attributes(
+        self, op: Op, n: onnx.NodeProto, present: frozenset[str], scopes: Any
+    ) -> Op | None:
+        """Read the node's attributes into ``op``; None (nothing read) when one holds a graph
+        and ``scopes`` (the names its body may read) is not given yet."""
+        kinds = [a.type or _kind_of_fields(a) for a in n.attribute]
+        if scopes is None and (_A.GRAPH in kinds or _A.GRAPHS in kinds):
+            return None
+        attrs, read = op.attrs, []
+        for a, kind in zip(n.attribute, kinds, strict=True):
+            value = attrs[a.name] = self.attribute(a, scopes, op._graph, kind)  # type: ignore[arg-type]
+            read.append(_attr_source(a, kind, keep=value is None))
+        op._source = self.node_source(present, tuple(read), n)
+        return op
+
+    def resolve_later(self, b: _Building, later: list[_Later]) -> None:
+        """The second pass (see body), in node order; the uses it adds are then put in node
+        order among the others, as a reader of the graph would list them."""
+        g, uses_of = b.g, b.g._uses
+        inner_scopes = [*b.scopes, b.local]
+        touched: dict[Value, None] = {}
+        for op, n, present, missing in later:
+            for port, name in missing:
+                used = b.lookup(name)
+                op._inputs[port] = used
+                add_use(uses_of, used, (op, port))
+                touched[used] = None
+            if n is None:
+                continue
+            self.attributes(op, n, present, inner_scopes)
+            for sub in op.subgraphs():
+                sub.owner = op
+                for value in sub.captures():
+                    key = ("capture", value.name)
+                    b.values.setdefault(value)
+                    add_use(uses_of, value, (op, key))
+                    g._captured.setdefault(op, {})[value] = key
+                    touched[value] = None
+        position = {op: i for i, op in enumerate(g._ops)} if touched else {}
+        for value in touched:
+            uses = uses_of[value]
+            ordered = sorted(uses, key=lambda use: (position[use[0]], isinstance(use[1], tuple)))
+            uses_of[value] = ordered if isinstance(uses, list) else dict.fromkeys(ordered)
+
+    def node_source(
+        self, present: frozenset[str], attributes: tuple[_AttrSource, ...], n: onnx.NodeProto
+    ) -> _NodeSource:
+        """The node's record, shared with every node read with the same one."""
+        if "metadata_props" in present or "device_configurations" in present:
+            extra = onnx.NodeProto()
+            extra.metadata_props.extend(n.metadata_props)
+            extra.device_configurations.extend(n.device_configurations)
+            return _NodeSource(present, attributes, extra)
+        if any(a.proto is not None for a in attributes):
+            return _NodeSource(present, attributes)
+        key = (present, attributes) if attributes else present
+        found = self.node_sources.get(key)
+        if found is None:
+            found = self.node_sources[key] = _NodeSource(present, attributes)
+        return found
 
     def function(self, fp: onnx.FunctionProto) -> Function:
         g = Graph(fp.name)
-        g._source = _GraphSource(fp)
+        rest = _rest(fp, ("node",))
+        g._source = _GraphSource(rest)
         b = _Building(g, [])
         g.inputs = [b.local.get(name) or b.define(name) for name in fp.input]
         self.body(b, fp.node)
@@ -395,8 +549,26 @@ class _Reader:
             doc_string=fp.doc_string,
             metadata_props=_props(fp.metadata_props),
         )
-        fn._source = fp
+        fn._source = rest
         return fn
+
+
+_MODEL_GRAPH = 7
+
+
+def parse_node_run(data: bytes | memoryview) -> onnx.ModelProto:
+    """A run of the main graph's node fields (see _wire.split_weights), parsed as the graph of
+    a model: nested as deep as in the file, so protobuf's depth limit holds as it did."""
+    part = onnx.ModelProto()
+    part.ParseFromString(field_header(_MODEL_GRAPH, len(data)) + bytes(data))
+    return part
+
+
+def _run_nodes(runs: Sequence[Span]) -> Iterator[onnx.NodeProto]:
+    """The main graph's nodes, one run parsed at a time: a run is freed once read."""
+    for run in runs:
+        part = parse_node_run(run.view())
+        yield from part.graph.node
 
 
 def _resolve(name: str, scopes: list[dict[str, Value]]) -> Value | None:
@@ -456,6 +628,21 @@ def _kind_of_fields(a: AttributeProto) -> int:
     return _A.UNDEFINED
 
 
+RETURN_MEMORY_NODES = 10_000
+"""Graphs of at least this many nodes hand their freed parse back to the system once built."""
+
+
+def return_freed_memory() -> None:
+    """Give freed heap pages back to the system. glibc keeps the pages of a freed protobuf
+    parse (450 MiB on a million nodes) in its heap, and the IR built meanwhile reuses few of
+    them: without this, the parse stayed in the process's resident memory to the end."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim  # glibc only; elsewhere nothing to do
+    except (OSError, AttributeError):
+        return
+    trim(0)
+
+
 def function_from_proto(fp: onnx.FunctionProto) -> Function:
     """A Function from an in-memory FunctionProto (a schema's function body, for instance)."""
     return _Reader([], None).function(fp)
@@ -467,17 +654,33 @@ def model_from_proto(
     spans: Sequence[Span | None] = (),
     model_path: Path | None = None,
     deferred: bool = False,
+    node_runs: Sequence[Span] = (),
 ) -> Model:
     """Build a Model; ``spans`` give the file bytes of the main graph's initializers.
 
     ``deferred``: the graph and functions are built when first used (``Model.built``).
+    ``node_runs``: where the main graph's nodes are when ``mp`` was parsed without them.
     """
-    reader = _Reader(spans, model_path)
+    reader = _Reader(spans, model_path, node_runs)
+    rest = _rest(mp, ("graph", "functions"))  # what the model keeps once its graph is built
+    if mp.HasField("graph"):
+        rest.graph.SetInParent()
+    made: list[Model] = []
+    parsed = [mp]  # held here, not by the closure, so building can let it go
 
     def build() -> tuple[Graph, list[Function]]:
+        source = parsed.pop()
         with no_gc():
-            graph = reader.graph(mp.graph, [], None, top=True)
-            return graph, [reader.function(fp) for fp in mp.functions]
+            graph = reader.graph(source.graph, [], None, top=True)
+            functions = [reader.function(fp) for fp in source.functions]
+        nodes = len(graph._ops)
+        if made:  # deferred: the parsed model is no longer needed
+            made[0]._source = rest
+            made[0]._source_nodes = None
+        del source
+        if nodes >= RETURN_MEMORY_NODES:
+            return_freed_memory()
+        return graph, functions
 
     fields: dict[str, Any] = {
         "ir_version": mp.ir_version,
@@ -494,9 +697,12 @@ def model_from_proto(
     else:
         graph, functions = build()
         model = Model(graph, functions=functions, **fields)
-    model.training_info = list(mp.training_info)
-    model.configuration = list(mp.configuration)
-    model._source = mp
+    model.training_info = list(rest.training_info)
+    model.configuration = list(rest.configuration)
+    model._source = rest if model.built else mp  # an unbuilt model is written from its parse
+    if not model.built:
+        model._source_nodes = list(node_runs)
+    made.append(model)
     return model
 
 
@@ -578,10 +784,7 @@ def _tensor_fields() -> list[tuple[str, str]]:
     """(name, kind) of TensorProto's fields but raw_data; kind: repeated, message or scalar."""
     fields = []
     for fd in TensorProto.DESCRIPTOR.fields:
-        repeated = getattr(fd, "is_repeated", None)  # protobuf 6+; `label` before
-        if repeated is None:
-            repeated = fd.label == fd.LABEL_REPEATED
-        kind = "repeated" if repeated else "message" if fd.message_type else "scalar"
+        kind = "repeated" if _repeated(fd) else "message" if fd.message_type else "scalar"
         if fd.name != "raw_data":
             fields.append((fd.name, kind))
     return fields
@@ -709,19 +912,19 @@ class _Writer:
         out.CopyFrom(made)
 
     def attribute(
-        self, out: AttributeProto, name: str, value: Any, orig: AttributeProto | None
+        self, out: AttributeProto, name: str, value: Any, orig: _AttrSource | None
     ) -> None:
-        if value is None and orig is not None:
-            out.CopyFrom(orig)
+        if value is None and orig is not None and orig.proto is not None:
+            out.CopyFrom(orig.proto)
             return
         out.name = name
-        kind: int = orig.type or _kind_of_fields(orig) if orig is not None else 0
+        kind = orig.kind if orig is not None else 0
         if not kind or not _fits(value, kind):
             kind = _kind_of_value(value)
             orig = None
-        if orig is None or orig.HasField("type"):
+        if orig is None or orig.has_type:
             out.type = kind  # type: ignore[assignment]  # an AttributeType number
-        if orig is not None and orig.HasField("doc_string"):
+        if orig is not None and orig.doc_string is not None:
             out.doc_string = orig.doc_string
         if isinstance(value, AttrRef):
             out.ref_attr_name = value.name
@@ -760,7 +963,7 @@ class _Writer:
                 type_to_proto(t, out.type_protos.add())
 
     def node(self, op: Op, n: onnx.NodeProto) -> None:
-        src = op._source
+        src: _NodeSource | None = op._source
         n.input.extend([v.name if v is not None else "" for v in op._inputs])
         n.output.extend([v.name if v is not None else "" for v in op._outputs])
         _set(n, src, "name", op.name)
@@ -768,19 +971,20 @@ class _Writer:
         _set(n, src, "domain", op.domain)
         _set(n, src, "overload", op.overload)
         _set(n, src, "doc_string", op.doc_string)
-        present = set_fields(src) if src is not None else ()
+        present = src.present if src is not None else frozenset()
         if op.attrs:
-            origs = {a.name: a for a in src.attribute} if "attribute" in present else {}
+            origs = {a.name: a for a in src.attribute} if src is not None else {}
             for key, value in op.attrs.items():
                 self.attribute(n.attribute.add(), key, value, origs.get(key))
+        extra = src.extra if src is not None else None
         if op.metadata_props or "metadata_props" in present:
             _write_props(
                 n.metadata_props,
                 op.metadata_props,
-                src.metadata_props if "metadata_props" in present else None,
+                extra.metadata_props if extra is not None else None,
             )
-        if "device_configurations" in present:
-            n.device_configurations.extend(src.device_configurations)
+        if extra is not None and "device_configurations" in present:
+            n.device_configurations.extend(extra.device_configurations)
 
     def value_info(self, value: Value, out: onnx.ValueInfoProto, vi: Any) -> None:
         src = value._source
@@ -868,7 +1072,14 @@ class _Writer:
         fp.input.extend(v.name for v in fn.graph.inputs)
         fp.output.extend(v.name for v in fn.graph.outputs)
         fp.attribute.extend(fn.attributes)
-        origs = {a.name: a for a in src.attribute_proto} if src is not None else {}
+        origs = (
+            {
+                a.name: _attr_source(a, a.type or _kind_of_fields(a), keep=True)
+                for a in src.attribute_proto
+            }
+            if src is not None
+            else {}
+        )
         for key, value in fn.attribute_defaults.items():
             self.attribute(fp.attribute_proto.add(), key, value, origs.get(key))
         for op in self.ops_in_order(fn.graph):

@@ -62,6 +62,10 @@ class Span:
     def read(self) -> bytes:
         return bytes(self.file.mmap()[self.offset : self.offset + self.length])
 
+    def view(self) -> memoryview:
+        """The bytes in place (the file's mapping), not copied."""
+        return memoryview(self.file.mmap())[self.offset : self.offset + self.length]
+
     def write_to(self, out: BinaryIO) -> None:
         copy_span(self.file.fd, self.offset, self.length, out)
 

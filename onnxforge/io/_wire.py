@@ -2,9 +2,10 @@
 
 On load, ``split_weights`` finds the raw_data of the main graph's initializers in the file and
 returns a skeleton (the model with those bytes cut out) plus each initializer's byte span, so the
-weights stay in the memory-mapped file. On save, ``write_model`` streams the skeleton and splices
-each weight back in after its TensorProto: protobuf accepts fields in any order, so the file
-parses to a message equal to the original.
+weights stay in the memory-mapped file. It cuts the main graph's nodes out too, into runs read a
+few thousand at a time: parsed whole, a graph's nodes take ten times their encoded size. On save,
+``write_model`` streams the skeleton and splices each weight back in after its TensorProto:
+protobuf accepts fields in any order, so the file parses to a message equal to the original.
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ from typing import BinaryIO
 
 _LEN = 2
 _MODEL_GRAPH = 7
+_GRAPH_NODE = 1
 _GRAPH_INITIALIZER = 5
 _TENSOR_RAW_DATA = 9
 SPLIT_MIN_TENSOR = 1024
 """Initializers smaller than this stay in the skeleton: scanning them costs more than it saves."""
+NODE_RUN = 4096
+"""Nodes in one run of ``split_weights``: parsed, a run of small nodes takes about 2 MB."""
 
 
 class WireError(ValueError):
@@ -106,29 +110,42 @@ def _fields(buf: memoryview, pos: int, end: int, limit: int | None = None) -> li
 
 def split_weights(
     buf: memoryview, *, max_graph_fields: int | None = None
-) -> tuple[bytes | memoryview, list[tuple[int, int] | None]]:
-    """Cut the raw_data of the main graph's initializers out of a serialized ModelProto.
+) -> tuple[bytes | memoryview, list[tuple[int, int] | None], list[tuple[int, int]]]:
+    """Cut the raw_data of the main graph's initializers, and the main graph's nodes, out of a
+    serialized ModelProto.
 
-    Returns the skeleton and, per initializer in order, the (offset, length) of its raw_data
-    in ``buf`` or None. Raises WireError on malformed input; a model whose graph field appears
-    more than once (legal but never written by exporters), or whose graph has more than
+    Returns the skeleton; per initializer in order, the (offset, length) of its raw_data in
+    ``buf`` or None; and the (offset, length) of each run of at most NODE_RUN nodes, in
+    order (each run is node fields one after another, a GraphProto of those nodes alone).
+    Raises WireError on malformed input; a model whose graph field appears more than once
+    (legal but never written by exporters), or whose graph has more than
     ``max_graph_fields`` fields (scanning them in Python would cost more than the split
-    saves), comes back whole, with no spans.
+    saves), comes back whole, with no spans and no runs.
     """
     end = len(buf)
     top = _fields(buf, 0, end)
     assert top is not None
     graphs = [f for f in top if f.number == _MODEL_GRAPH]
     if len(graphs) != 1:
-        return bytes(buf), []
+        return bytes(buf), [], []
     graph = graphs[0]
     graph_fields = _fields(buf, graph.data, graph.end, max_graph_fields)
     if graph_fields is None:
-        return buf, []
+        return buf, [], []
     pieces: list[bytes | memoryview] = []
     spans: list[tuple[int, int] | None] = []
+    runs: list[list[int]] = []  # [start, end, nodes]
     copied = graph.data  # graph payload copied up to here
     for f in graph_fields:
+        if f.number == _GRAPH_NODE:
+            pieces.append(buf[copied : f.start])
+            copied = f.end
+            if runs and runs[-1][1] == f.start and runs[-1][2] < NODE_RUN:
+                runs[-1][1] = f.end
+                runs[-1][2] += 1
+            else:
+                runs.append([f.start, f.end, 1])
+            continue
         if f.number != _GRAPH_INITIALIZER:
             continue
         if f.end - f.data < SPLIT_MIN_TENSOR:
@@ -158,7 +175,7 @@ def split_weights(
             buf[graph.end :],
         ]
     )
-    return skeleton, spans
+    return skeleton, spans, [(start, stop - start) for start, stop, _ in runs]
 
 
 @dataclass(frozen=True, slots=True)
