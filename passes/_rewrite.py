@@ -192,9 +192,9 @@ def refresh_captures(model: Model) -> None:
             graph.parent.refresh_captures(graph.owner)
 
 
-_inferred: weakref.WeakKeyDictionary[Model, tuple[tuple[int, ...], InferReport, list[Any]]] = (
-    weakref.WeakKeyDictionary()
-)
+_inferred: weakref.WeakKeyDictionary[
+    Model, tuple[tuple[int, ...], InferReport, list[Value], list[Any]]
+] = weakref.WeakKeyDictionary()
 
 
 def _fingerprint(model: Model) -> tuple[int, ...]:
@@ -213,12 +213,12 @@ def inference(model: Model, *, strict: bool = False) -> InferReport:
     key = _fingerprint(model)
     cached = _inferred.get(model)
     if cached is not None and cached[0] == key and not (strict and cached[1].errors):
-        for value, t in cached[2]:
+        for value, t in zip(cached[2], cached[3], strict=True):
             value.type = t
         return cached[1]
     report = infer(model, strict=strict, verify=not verified(model))
-    types = [(v, v.type) for g in model.graphs() for v in g.values()]
-    _inferred[model] = (key, report, types)
+    values = [v for g in model.graphs() for v in g.values()]  # two lists: 16 bytes a value,
+    _inferred[model] = (key, report, values, [v.type for v in values])  # not a 64-byte pair
     return report
 
 
@@ -227,17 +227,17 @@ def inferred_types(model: Model) -> Iterator[InferReport]:
     """Type every value for the duration of a pass (see ``inference``); declared types come
     back afterwards (a pass adds no value_info), except on graph outputs, which keep the
     inferred ones."""
-    declared = {v: v.type for g in model.graphs() for v in g.values()}
+    before = [v for g in model.graphs() for v in g.values()]  # what the pass may not retype
+    declared = {v: t for v in before if (t := v.type) is not None}
     report = inference(model)
     try:
         yield report
     finally:
-        for graph in model.graphs():
-            for value in graph.values():
-                if value.graph is not graph or is_graph_output(graph, value):
-                    continue  # an outer value is its own graph's; outputs keep inferred types
-                if value in declared:
-                    value.type = declared[value]
+        for value in before:
+            graph = value.graph  # its own graph: outer values are theirs, inlined bodies' ours
+            if graph is None or value not in graph._values or is_graph_output(graph, value):
+                continue  # outputs keep inferred types
+            value.type = declared.get(value)
 
 
 # -- operands from attributes or constant inputs ----------------------------------------------
