@@ -9,6 +9,8 @@ __all__ = [
     "dtype_of",
     "graphs_with_opset",
     "inference",
+    "carry_inference",
+    "inference_key",
     "inferred_types",
     "is_graph_output",
     "only_reader",
@@ -220,6 +222,24 @@ def inference(model: Model, *, strict: bool = False) -> InferReport:
     values = [v for g in model.graphs() for v in g.values()]  # two lists: 16 bytes a value,
     _inferred[model] = (key, report, values, [v.type for v in values])  # not a 64-byte pair
     return report
+
+
+def inference_key(model: Model) -> tuple[int, ...]:
+    """The model as it is now, for ``carry_inference``."""
+    return _fingerprint(model)
+
+
+def carry_inference(model: Model, key: tuple[int, ...]) -> bool:
+    """For a pass that only removes or merges ops, so that whatever read a removed value reads
+    one of the same type (an Identity's input, a duplicate, nothing for a dead op): every type
+    inferred before it (``key``: the model then) is still true after it, so that inference
+    stands for the model as the pass leaves it. True when there was one; the pass then sets
+    ``PassResult.inferred`` and the next pass does not infer the whole model again."""
+    cached = _inferred.get(model)
+    if cached is None or cached[0] != key:
+        return False
+    _inferred[model] = (_fingerprint(model), *cached[1:])
+    return True
 
 
 @contextmanager

@@ -14,9 +14,11 @@ from onnxforge.ir import Graph, Model, Op, Shape, Value
 from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
 from onnxforge.passes._rewrite import (
     bypass,
+    carry_inference,
     constant,
     dtype_of,
     graphs_with_opset,
+    inference_key,
     inferred_types,
     refresh_captures,
     reshape_target,
@@ -57,6 +59,7 @@ class EliminateIdentityPass(Pass):
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
+        key = inference_key(model)
         with inferred_types(model):
             for graph, opset in graphs_with_opset(model):
                 for op in graph.topo_order():
@@ -73,7 +76,8 @@ class EliminateIdentityPass(Pass):
                     else:
                         result.note("kept.graph_output", label)
         refresh_captures(model)
-        result.modified = any(key.startswith("removed.") for key in result.stats)
+        result.modified = any(stat.startswith("removed.") for stat in result.stats)
+        result.inferred = result.modified and carry_inference(model, key)  # readers read x
         return result
 
 

@@ -1,12 +1,22 @@
-"""Passes that find nothing to do share one inference; any change makes the next pass infer
-again (passes/_rewrite.inferred_types)."""
+"""Passes that find nothing to do share one inference, and so do passes after one that only
+removed or merged ops; any other change makes the next pass infer again
+(passes/_rewrite.inferred_types, carry_inference)."""
 
 from __future__ import annotations
 
 import pytest
 
 import onnxforge.passes._rewrite as rewrite
-from onnxforge.passes import EliminateIdentityPass, FuseBiasAddPass, FuseMatMulAddPass
+from onnxforge import io
+from onnxforge.passes import (
+    EliminateCommonSubexpressionsPass,
+    EliminateDeadCodePass,
+    EliminateIdentityPass,
+    FuseBiasAddPass,
+    FuseMatMulAddPass,
+    SimplifyShapeOpsPass,
+)
+from onnxforge.shape_infer import infer
 from onnxforge.testing import model_from_text
 
 MODEL = """<ir_version: 8, opset_import: ["" : 17]>
@@ -35,8 +45,13 @@ def test_passes_with_nothing_to_do_infer_once(inferences: list[int]) -> None:
 
 
 def test_a_change_makes_the_next_pass_infer_again(inferences: list[int]) -> None:
-    model = model_from_text(MODEL.replace("r = Relu(x)", "i = Identity(x) r = Relu(i)"))
-    assert EliminateIdentityPass()(model).modified
+    model = model_from_text(
+        MODEL.replace(
+            "r = Relu(x)",
+            "t = Transpose<perm=[1, 0]>(x) u = Transpose<perm=[1, 0]>(t) r = Relu(u)",
+        )
+    )
+    assert SimplifyShapeOpsPass()(model).modified
     FuseBiasAddPass()(model)
     assert len(inferences) == 2
     neg = model.graph.ops[-1]
@@ -45,3 +60,32 @@ def test_a_change_makes_the_next_pass_infer_again(inferences: list[int]) -> None
     FuseMatMulAddPass()(model)
     assert len(inferences) == 3
     assert neg.op_type == "Neg"
+
+
+CARRIED = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, 4] x) => (float[N, 4] y, float[N, 4] z) {
+    i = Identity(x) a = Relu(i) b = Relu(i) dead = Exp(a) n = Neg(a)
+    y = Add(n, b) z = Sigmoid(b)
+}"""
+
+
+def test_removing_or_merging_ops_keeps_the_inference_and_its_types_are_a_fresh_one(
+    inferences: list[int],
+) -> None:
+    """Identity, a duplicate Relu and a dead Exp go, each pass reporting the change, and the
+    next pass reads types without inferring again: those a fresh inference of the result
+    gives, value for value."""
+    model = model_from_text(CARRIED)
+    for p in (EliminateIdentityPass(), EliminateCommonSubexpressionsPass()):
+        assert p(model).modified
+    assert EliminateDeadCodePass()(model).modified
+    assert [op.op_type for op in model.graph.ops] == ["Relu", "Neg", "Add", "Sigmoid"]
+    carried = rewrite.inference(model)
+    assert len(inferences) == 1
+    seen = {v.name: v.type for v in model.graph.values()}
+    fresh = io.from_proto(io.to_proto(model))
+    assert not infer(fresh).errors
+    assert seen == {v.name: v.type for v in fresh.graph.values()}
+    assert carried.errors == []
+    FuseBiasAddPass()(model)
+    assert len(inferences) == 1
