@@ -636,8 +636,10 @@ def return_freed_memory() -> None:
     """Give freed heap pages back to the system. glibc keeps the pages of a freed protobuf
     parse (450 MiB on a million nodes) in its heap, and the IR built meanwhile reuses few of
     them: without this, the parse stayed in the process's resident memory to the end."""
+    if not sys.platform.startswith("linux"):
+        return
     try:
-        trim = ctypes.CDLL(None).malloc_trim  # glibc only; elsewhere nothing to do
+        trim = ctypes.CDLL(None).malloc_trim  # glibc's; musl has none
     except (OSError, AttributeError):
         return
     trim(0)
