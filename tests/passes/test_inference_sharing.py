@@ -14,6 +14,7 @@ from onnxforge.passes import (
     EliminateIdentityPass,
     FuseBiasAddPass,
     FuseMatMulAddPass,
+    RemoveDefaultInputsPass,
     SimplifyShapeOpsPass,
 )
 from onnxforge.shape_infer import infer
@@ -89,3 +90,24 @@ def test_removing_or_merging_ops_keeps_the_inference_and_its_types_are_a_fresh_o
     assert carried.errors == []
     FuseBiasAddPass()(model)
     assert len(inferences) == 1
+
+
+def test_an_omitted_default_input_keeps_the_inference(inferences: list[int]) -> None:
+    """A zero Conv bias goes (remove-default-inputs): the Conv's output type does not depend
+    on it, so the types are a fresh inference's without inferring again."""
+    model = model_from_text(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[N, 1, 4, 4] x) => (float[N, 2, 4, 4] y)
+        <float[2, 1, 1, 1] w = {1.0, 2.0}, float[2] b = {0.0, 0.0}> {
+            c = Conv(x, w, b) y = Relu(c)
+        }"""
+    )
+    rewrite.inference(model)
+    assert RemoveDefaultInputsPass()(model).modified
+    assert len(model.graph.ops[0]._inputs) == 2
+    rewrite.inference(model)
+    assert len(inferences) == 1
+    seen = {v.name: v.type for v in model.graph.values()}
+    fresh = io.from_proto(io.to_proto(model))
+    assert not infer(fresh).errors
+    assert seen == {v.name: v.type for v in fresh.graph.values()}
