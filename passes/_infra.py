@@ -60,6 +60,10 @@ class Pass(abc.ABC):
     types_only: ClassVar[bool] = False
     """True for a pass that only sets value types from inference: what was inferred before it
     stays valid, so it notes no change (see ``note_change``)."""
+    keeps_types: ClassVar[bool] = False
+    """True for a pass that only removes or merges ops, so that whatever read a removed value
+    reads one of the same type: the inference made before it stands for the model it leaves
+    (see ``carry_inference``)."""
 
     def requires(self, model: Model) -> None:  # noqa: B027  (optional hook)
         """Raise PreconditionError when the pass cannot work on ``model``."""
@@ -72,11 +76,14 @@ class Pass(abc.ABC):
 
     def __call__(self, model: Model) -> PassResult:
         self.requires(model)
+        key = inference_key(model) if self.keeps_types else None
         try:
             result = self.call(model)
         except BaseException:
             note_change()  # a failed pass may have changed the model half way
             raise
+        if result.modified and key is not None and carry_inference(model, key):
+            result.inferred = True
         if result.modified and not self.types_only and not result.inferred:
             note_change()
         self.ensures(result.model)
@@ -95,6 +102,33 @@ def note_change() -> None:
 def changes() -> int:
     """How many changes were noted so far (a cache key)."""
     return _changes[0]
+
+
+Inference = tuple[tuple[int, ...], Any, list[Any], list[Any]]
+inferences: weakref.WeakKeyDictionary[Model, Inference] = weakref.WeakKeyDictionary()
+"""Per model, its last whole inference (``_rewrite.inference``): the model's key then, the
+report, and the values with the types it gave them (two lists: 16 bytes a value, not a
+64-byte pair)."""
+
+
+def inference_key(model: Model) -> tuple[int, ...]:
+    """Changes noted by passes, and every graph's identity and size: equal means no pass and
+    no graph edit happened in between."""
+    key = [changes()]
+    for graph in model.graphs():
+        key += [id(graph), len(graph), sum(1 for _ in graph.values())]
+    return tuple(key)
+
+
+def carry_inference(model: Model, key: tuple[int, ...]) -> bool:
+    """After a ``keeps_types`` pass, every type inferred before it (``key``: the model then)
+    is still true: that inference stands for the model as the pass leaves it, and the next
+    pass does not infer the whole model again. True when there was one to carry."""
+    cached = inferences.get(model)
+    if cached is None or cached[0] != key:
+        return False
+    inferences[model] = (inference_key(model), *cached[1:])
+    return True
 
 
 _verified: weakref.WeakSet[Model] = weakref.WeakSet()

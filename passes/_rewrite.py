@@ -9,8 +9,6 @@ __all__ = [
     "dtype_of",
     "graphs_with_opset",
     "inference",
-    "carry_inference",
-    "inference_key",
     "inferred_types",
     "is_graph_output",
     "only_reader",
@@ -25,10 +23,8 @@ __all__ = [
 ]
 
 import logging
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import numpy as np
 
@@ -45,7 +41,7 @@ from onnxforge.ir import (
     constant_tensor,
     walk_graphs,
 )
-from onnxforge.passes._infra import changes, verified
+from onnxforge.passes._infra import inference_key, inferences, verified
 from onnxforge.shape_infer import InferReport, infer
 
 logger = logging.getLogger(__name__)
@@ -194,52 +190,20 @@ def refresh_captures(model: Model) -> None:
             graph.parent.refresh_captures(graph.owner)
 
 
-_inferred: weakref.WeakKeyDictionary[
-    Model, tuple[tuple[int, ...], InferReport, list[Value], list[Any]]
-] = weakref.WeakKeyDictionary()
-
-
-def _fingerprint(model: Model) -> tuple[int, ...]:
-    """Changes noted by passes, and every graph's identity and size: equal means no pass and
-    no graph edit happened in between."""
-    key = [changes()]
-    for graph in model.graphs():
-        key += [id(graph), len(graph), sum(1 for _ in graph.values())]
-    return tuple(key)
-
-
 def inference(model: Model, *, strict: bool = False) -> InferReport:
     """Type every value in place and return the report, reusing the last one when nothing
     changed since (a fixed point's passes that find nothing to do share one inference: a
     third of optimize's time on densenet121 was inferring an unchanged model again)."""
-    key = _fingerprint(model)
-    cached = _inferred.get(model)
+    key = inference_key(model)
+    cached = inferences.get(model)
     if cached is not None and cached[0] == key and not (strict and cached[1].errors):
         for value, t in zip(cached[2], cached[3], strict=True):
             value.type = t
         return cached[1]
     report = infer(model, strict=strict, verify=not verified(model))
-    values = [v for g in model.graphs() for v in g.values()]  # two lists: 16 bytes a value,
-    _inferred[model] = (key, report, values, [v.type for v in values])  # not a 64-byte pair
+    values = [v for g in model.graphs() for v in g.values()]
+    inferences[model] = (key, report, values, [v.type for v in values])
     return report
-
-
-def inference_key(model: Model) -> tuple[int, ...]:
-    """The model as it is now, for ``carry_inference``."""
-    return _fingerprint(model)
-
-
-def carry_inference(model: Model, key: tuple[int, ...]) -> bool:
-    """For a pass that only removes or merges ops, so that whatever read a removed value reads
-    one of the same type (an Identity's input, a duplicate, nothing for a dead op): every type
-    inferred before it (``key``: the model then) is still true after it, so that inference
-    stands for the model as the pass leaves it. True when there was one; the pass then sets
-    ``PassResult.inferred`` and the next pass does not infer the whole model again."""
-    cached = _inferred.get(model)
-    if cached is None or cached[0] != key:
-        return False
-    _inferred[model] = (_fingerprint(model), *cached[1:])
-    return True
 
 
 @contextmanager

@@ -16,13 +16,7 @@ import numpy as np
 from onnxforge.ir import AttrRef, Graph, Model, Op, Tensor, Value
 from onnxforge.kernels import NONDETERMINISTIC
 from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
-from onnxforge.passes._rewrite import (
-    STANDARD_DOMAINS,
-    carry_inference,
-    inference_key,
-    is_graph_output,
-    refresh_captures,
-)
+from onnxforge.passes._rewrite import STANDARD_DOMAINS, is_graph_output, refresh_captures
 
 logger = logging.getLogger(__name__)
 
@@ -51,19 +45,18 @@ class EliminateCommonSubexpressionsPass(Pass):
     """
 
     name: ClassVar[str] = "eliminate-common-subexpressions"
+    keeps_types: ClassVar[bool] = True  # readers read an equal value
     summary: ClassVar[str] = (
         "Merge ops computing the same from the same inputs, and initializers with the same bytes."
     )
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
-        key = inference_key(model)
         for graph in reversed(list(model.graphs())):
             self._initializers(graph, result)
             self._ops(graph, result)
         refresh_captures(model)
         result.modified = bool(result.stats)
-        result.inferred = result.modified and carry_inference(model, key)  # equal values
         return result
 
     @staticmethod

@@ -10,7 +10,6 @@ from typing import ClassVar
 
 from onnxforge.ir import Function, Graph, Model, Op, walk_graphs
 from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
-from onnxforge.passes._rewrite import carry_inference, inference_key
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +30,7 @@ class EliminateDeadCodePass(Pass):
     """
 
     name: ClassVar[str] = "eliminate-dead-code"
+    keeps_types: ClassVar[bool] = True  # nothing read what it removes
     summary: ClassVar[str] = (
         "Remove ops, initializers and local functions no graph output depends on."
     )
@@ -40,7 +40,6 @@ class EliminateDeadCodePass(Pass):
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
-        key = inference_key(model)
         self.pure = _pure_functions(model.functions)
         for graph in reversed(list(model.graphs())):  # innermost bodies first
             self._sweep(graph, result)
@@ -53,7 +52,6 @@ class EliminateDeadCodePass(Pass):
                     result.note("functions_removed", f"{fn.domain}::{fn.name}")
             model.functions = [fn for fn in model.functions if fn.key in called]
         result.modified = bool(result.stats)
-        result.inferred = result.modified and carry_inference(model, key)  # nothing read them
         return result
 
     def _sweep(self, graph: Graph, result: PassResult) -> None:

@@ -14,11 +14,9 @@ from onnxforge.ir import Graph, Model, Op, Shape, Value
 from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
 from onnxforge.passes._rewrite import (
     bypass,
-    carry_inference,
     constant,
     dtype_of,
     graphs_with_opset,
-    inference_key,
     inferred_types,
     refresh_captures,
     reshape_target,
@@ -53,13 +51,13 @@ class EliminateIdentityPass(Pass):
     """
 
     name: ClassVar[str] = "eliminate-identity"
+    keeps_types: ClassVar[bool] = True  # y's readers read x, which has y's type
     summary: ClassVar[str] = (
         "Remove Identity and ops that return their input unchanged (x + 0, a no-op Reshape)."
     )
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
-        key = inference_key(model)
         with inferred_types(model):
             for graph, opset in graphs_with_opset(model):
                 for op in graph.topo_order():
@@ -77,7 +75,6 @@ class EliminateIdentityPass(Pass):
                         result.note("kept.graph_output", label)
         refresh_captures(model)
         result.modified = any(stat.startswith("removed.") for stat in result.stats)
-        result.inferred = result.modified and carry_inference(model, key)  # readers read x
         return result
 
 

@@ -12,14 +12,7 @@ import numpy as np
 
 from onnxforge.ir import Graph, Model, Tensor, Value
 from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
-from onnxforge.passes._rewrite import (
-    carry_inference,
-    constant,
-    graphs_with_opset,
-    inference_key,
-    refresh_captures,
-    since,
-)
+from onnxforge.passes._rewrite import constant, graphs_with_opset, refresh_captures, since
 
 logger = logging.getLogger(__name__)
 
@@ -52,13 +45,13 @@ class RemoveDefaultInputsPass(Pass):
     """
 
     name: ClassVar[str] = "remove-default-inputs"
+    keeps_types: ClassVar[bool] = True  # output types do not depend on a zero default input
     summary: ClassVar[str] = (
         "Omit an optional input that is all zeros when its absence means zeros."
     )
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
-        key = inference_key(model)
         for graph, opset in graphs_with_opset(model):
             for op in graph.topo_order():
                 version = since(op, opset)
@@ -76,8 +69,6 @@ class RemoveDefaultInputsPass(Pass):
                     op._inputs.pop()
         refresh_captures(model)
         result.modified = bool(result.stats)
-        # an op's output types do not depend on the optional inputs its absence means zeros for
-        result.inferred = result.modified and carry_inference(model, key)
         return result
 
 

@@ -1,6 +1,6 @@
 """Passes that find nothing to do share one inference, and so do passes after one that only
 removed or merged ops; any other change makes the next pass infer again
-(passes/_rewrite.inferred_types, carry_inference)."""
+(passes/_rewrite.inferred_types, Pass.keeps_types)."""
 
 from __future__ import annotations
 
