@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - protobuf before 4.21
 from onnxforge.errors import ModelReadError, OnnxForgeError
 from onnxforge.io._files import DataFile, Span, open_external
 from onnxforge.io._tensors import raw_source, tensor_from_array
-from onnxforge.io._wire import field_header
+from onnxforge.io._wire import node_run_model
 from onnxforge.ir import (
     AttrRef,
     DType,
@@ -553,14 +553,11 @@ class _Reader:
         return fn
 
 
-_MODEL_GRAPH = 7
-
-
 def parse_node_run(data: bytes | memoryview) -> onnx.ModelProto:
-    """A run of the main graph's node fields (see _wire.split_weights), parsed as the graph of
-    a model: nested as deep as in the file, so protobuf's depth limit holds as it did."""
+    """A run of the main graph's node fields (see _wire.split_weights), parsed: the nodes are
+    its graph's."""
     part = onnx.ModelProto()
-    part.ParseFromString(field_header(_MODEL_GRAPH, len(data)) + bytes(data))
+    part.ParseFromString(node_run_model(data))
     return part
 
 

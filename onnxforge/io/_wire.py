@@ -15,6 +15,7 @@ __all__ = [
     "WireError",
     "copy_span",
     "field_header",
+    "node_run_model",
     "split_weights",
     "write_model",
 ]
@@ -136,12 +137,13 @@ def split_weights(
     if len(graphs) != 1:
         return bytes(buf), [], []
     graph = graphs[0]
-    graph_fields: Iterable[_Field] = _scan(buf, graph.data, graph.end)
-    if max_graph_fields is not None:
-        listed = _fields(buf, graph.data, graph.end, max_graph_fields)
-        if listed is None:
-            return buf, [], []
-        graph_fields = listed
+    graph_fields: Iterable[_Field] | None
+    if max_graph_fields is None:
+        graph_fields = _scan(buf, graph.data, graph.end)
+    else:
+        graph_fields = _fields(buf, graph.data, graph.end, max_graph_fields)
+    if graph_fields is None:
+        return buf, [], []
     pieces: list[bytes | memoryview] = []
     spans: list[tuple[int, int] | None] = []
     runs: list[list[int]] = []  # [start, end, nodes]
@@ -186,6 +188,12 @@ def split_weights(
         ]
     )
     return skeleton, spans, [(start, stop - start) for start, stop, _ in runs]
+
+
+def node_run_model(run: bytes | memoryview) -> bytes:
+    """A run of split_weights wrapped as the graph field of a ModelProto: parsed, its nodes
+    nest as deep as in the file, so protobuf's depth limit holds as it did."""
+    return field_header(_MODEL_GRAPH, len(run)) + bytes(run)
 
 
 @dataclass(frozen=True, slots=True)
