@@ -359,11 +359,11 @@ def reading(model: Path) -> Iterator[Path]:
         yield copy
 
 
-def load_valid(path: Path, name: str | None = None) -> Model:
+def load_valid(path: Path, name: str | None = None, *, keep_nodes: bool = False) -> Model:
     """Load ``path`` and refuse it unless it is valid (_validate.model_problems): exit 2 when
     it cannot be read, 1 listing every problem when it reads but is invalid. ``name``: how
-    messages call it when it is a copy of stdin."""
-    model = load(path, name=name if name == STDIN_NAME else None)
+    messages call it when it is a copy of stdin; ``keep_nodes``: see io.load."""
+    model = load(path, name=name if name == STDIN_NAME else None, keep_nodes=keep_nodes)
     validate(model, where=name or str(path))
     return model
 

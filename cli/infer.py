@@ -89,7 +89,8 @@ def infer(
         json_out = report_output(as_json, out)
         begin(quiet=quiet, report=json_out)
         with writing(out), reading(model) as source:
-            loaded = load_valid(source, name)
+            # infer sets types only: the nodes are written as the file has them
+            loaded = load_valid(source, name, keep_nodes=out is not None)
             location = None
             if out is not None:
                 location = prepare_output(

@@ -1015,6 +1015,9 @@ class Model:
         self._source: Any = None
         self._source_spans: Any = None  # io: where the loaded initializers' bytes are
         self._source_nodes: Any = None  # io: where the main graph's nodes are, until built
+        self._loaded_nodes: Any = None
+        """io: the main graph's nodes as read and how many, kept after building for a caller that
+        changes types only (io.load's ``keep_nodes``); a pass manager run drops them."""
 
     @classmethod
     def deferred(cls, build: Callable[[], tuple[Graph, list[Function]]], **fields: Any) -> Model:

@@ -285,6 +285,7 @@ class PassManager:
 
     def run(self, model: Model) -> Report:
         ir.verify(model)  # once: passes keep the graph valid (--verify-each checks each one)
+        model._loaded_nodes = None  # passes edit ops: their nodes are no longer as read
         _verified.add(model)
         try:
             with ir.no_gc():

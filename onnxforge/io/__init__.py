@@ -84,11 +84,18 @@ and save a quarter faster, while a 5 MB 100k-node graph, whose scan would cost m
 saves, is parsed whole like every smaller file."""
 
 
-def load(path: str | os.PathLike[str], *, name: str | None = None) -> Model:
+def load(
+    path: str | os.PathLike[str], *, name: str | None = None, keep_nodes: bool = False
+) -> Model:
     """Read a model; weights stay in the (memory-mapped) file, external data included.
 
     ``name``: the file is a copy of a stream (stdin, see spooled_stdin): messages call it
     ``name``, and external data is refused, since the stream had no folder beside it.
+
+    ``keep_nodes``: for a caller that will change types only (infer). The main graph's
+    nodes are written as the file has them, not encoded again, while its ops are the ones
+    read (see _convert.nodes_as_read); a PassManager run gives that up. Files of 1 MiB and
+    more are then cut into node runs whatever their size.
 
     Raises ModelReadError when the file cannot be read as an ONNX model.
     """
@@ -100,7 +107,7 @@ def load(path: str | os.PathLike[str], *, name: str | None = None) -> Model:
     small = data_file.size < SPLIT_DENSE_FILE  # parsed whole, so read, not mapped
     buf = memoryview(data_file.read_all() if small else data_file.mmap())
     try:
-        if data_file.size >= SPLIT_MIN_FILE:
+        if data_file.size >= SPLIT_MIN_FILE or (keep_nodes and not small):
             skeleton, offsets, runs = split_weights(buf)
         elif not small:
             skeleton, offsets, runs = split_weights(buf, max_graph_fields=data_file.size >> 10)
@@ -151,6 +158,7 @@ def load(path: str | os.PathLike[str], *, name: str | None = None) -> Model:
         model_path=path if name is None else None,
         deferred=not external,
         node_runs=[Span(data_file, *run) for run in runs],
+        keep_nodes=keep_nodes,
     )
     model._source_spans = spans
     return model
