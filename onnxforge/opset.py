@@ -92,6 +92,7 @@ def schema_versions(op_type: str, domain: str = "") -> tuple[int, ...]:
     return _versions_by_op().get((_domain(domain), op_type), ())
 
 
+@functools.cache  # asked once per op by inference
 def has_schema(op_type: str, domain: str = "") -> bool:
     return defs.has(op_type, _domain(domain))
 

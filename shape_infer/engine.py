@@ -314,6 +314,8 @@ class _Engine:
         self.counter = 0
         self.memo = _MEMOS.setdefault(model, {})
         self.attr_keys: dict[Op, Any] = {}
+        self.versions: dict[tuple[str, str, int], tuple[int, str]] = {}
+        """(op type, domain, opset) -> the schema's since_version and the label errors use."""
         self.constant_known: dict[Value, Known | None] = {}
 
     # -- facts about values ----------------------------------------------------------------
@@ -460,14 +462,18 @@ class _Engine:
                 if domain not in scope.opsets:
                     raise ShapeError(f"the model imports no opset for domain {domain!r}")
                 opset = scope.opsets[domain]
-                if not schemas.has_schema(op.op_type, domain):
-                    self.report.notes.append(
-                        f"{scope.where}node {op.name!r}: custom op {domain}::{op.op_type} "
-                        "passed over (outputs unknown)"
-                    )
-                    return
-                version = schemas.since_version(op.op_type, opset, domain)
-                label = f"{op.op_type}-{version}"
+                versioned = self.versions.get((op.op_type, domain, opset))
+                if versioned is None:
+                    if not schemas.has_schema(op.op_type, domain):
+                        self.report.notes.append(
+                            f"{scope.where}node {op.name!r}: custom op {domain}::{op.op_type} "
+                            "passed over (outputs unknown)"
+                        )
+                        return
+                    version = schemas.since_version(op.op_type, opset, domain)
+                    versioned = (version, f"{op.op_type}-{version}")
+                    self.versions[(op.op_type, domain, opset)] = versioned
+                version, label = versioned
                 for value in outputs:
                     if value is not None:  # a body inferred again (Loop) starts afresh
                         self.known.pop(value, None)
@@ -475,7 +481,12 @@ class _Engine:
                 key = self.memo_key(
                     op, version, opset, inputs=inputs, in_types=in_types, outputs=outputs
                 )
-                remembered = self.memo.get(key) if key is not None else None
+                remembered = None
+                if key is not None:
+                    try:  # hashed once here, not also to test that it can be
+                        remembered = self.memo.get(key)
+                    except TypeError:
+                        key = None
                 if remembered is not None:
                     results, knowns = remembered
                     for value, known in zip(outputs, knowns, strict=False):
@@ -560,8 +571,8 @@ class _Engine:
     ) -> tuple[Any, ...] | None:
         """What decides a standard op's inference: its kind, attributes, input types and the
         constant or known inputs. The thousand identical layers of a large model are inferred
-        once (profile of a 100k-op chain: the rules were 60% of infer). None when an input or
-        attribute cannot be a key (subgraphs, tensors, opaque types)."""
+        once (profile of a 100k-op chain: the rules were 60% of infer). None when an attribute
+        cannot be a key (subgraphs, tensors); a key that does not hash is none either."""
         if op.domain not in ("", "ai.onnx"):
             return None
         attrs = self.attr_keys.get(op, _MISSING)
@@ -581,14 +592,10 @@ class _Engine:
                 return None  # computed in this inference: nothing to key it by later
             else:
                 facts.append(False)
-        try:
-            key = (op.op_type, version, opset, attrs, tuple(in_types), tuple(facts), len(outputs))
-            hash(key)
-        except TypeError:
-            return None
-        if any(v is None for v in outputs):
+        key = (op.op_type, version, opset, attrs, tuple(in_types), tuple(facts), len(outputs))
+        if None in outputs:
             return (*key, tuple(v is None for v in outputs))
-        return key
+        return key  # may not hash (a known value's array): the caller finds out
 
     def reusable(
         self,
