@@ -166,12 +166,21 @@ def _graph_problems(
             if problem:
                 found.append(f"{where}: sparse initializer {value.name!r} {problem}")
     for value in graph.values():
-        if value._graph is graph:
+        if value.type is not None and value._graph is graph:  # most have none before inference
             problem = _type_problem(value.type)
             if problem:
                 found.append(f"{where}: value {value.name!r} {problem}")
+    plain: dict[tuple[str, str, str, int, int], list[str]] = {}
     for op in graph._ops:
-        found += [f"{where}: {op.describe()} {p}" for p in _op_problems(op, opsets, local)]
+        if op.attrs or (op.domain, op.op_type, op.overload) in local:
+            problems = _op_problems(op, opsets, local)
+        else:  # kind and arity decide (see _signature): one check per kind, not per op
+            kind = (op.op_type, op.domain, op.overload, len(op._inputs), len(op._outputs))
+            problems = plain.get(kind)  # type: ignore[assignment]
+            if problems is None:
+                problems = plain[kind] = _op_problems(op, opsets, local)
+        if problems:
+            found += [f"{where}: {op.describe()} {p}" for p in problems]
     return found
 
 

@@ -441,15 +441,20 @@ class _Engine:
         return [scope.type_of(v) for v in graph.outputs]
 
     def infer_op(self, scope: _Scope, op: Op) -> None:
-        graph = scope.graph
-        inputs = graph.inputs_of(op)
-        outputs = graph.outputs_of(op)
+        # read, never changed here: not the copies inputs_of and outputs_of make
+        inputs, outputs = op._inputs, op._outputs
         in_types = [None if v is None else scope.type_of(v) for v in inputs]
         domain = "" if op.domain == "ai.onnx" else op.domain
         version = 0
         try:
-            function = self.functions.get((op.domain, op.op_type, op.overload))
-            contrib = self.contrib_rule(op, domain, scope) if function is None else None
+            functions = self.functions
+            function = functions.get((op.domain, op.op_type, op.overload)) if functions else None
+            contrib = (
+                None
+                if function is not None
+                or (domain == "" and op.op_type not in schemas.RUNTIME_DEFINED)  # most ops
+                else self.contrib_rule(op, domain, scope)
+            )
             if function is not None:
                 label = f"{op.op_type} (local function)"
                 results = self.infer_call(scope, op, function, in_types)

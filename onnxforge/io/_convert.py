@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -281,7 +282,7 @@ class _Reader:
         self.model_path = model_path
         self.files: dict[str, DataFile] = {}
         self.node_sources: dict[Any, _NodeSource] = {}  # by fields set (and attributes)
-        self.field_sets: dict[frozenset[str], frozenset[str]] = {}
+        self.field_sets: dict[tuple[Any, ...], frozenset[str]] = {}  # by field descriptors
 
     # tensors
     def tensor(self, tp: TensorProto, span: Span | None = None, *, copy: bool = True) -> Tensor:
@@ -426,8 +427,10 @@ class _Reader:
                 doc_string=n.doc_string,
             )
             op._graph = g
-            present = frozenset(set_fields(n))
-            present = field_sets.setdefault(present, present)  # one per kind of node, not per node
+            fields = tuple(map(_first, n.ListFields()))  # see set_fields; in C, 0.3 µs a node less
+            present = field_sets.get(fields)  # one per kind of node, not per node
+            if present is None:
+                present = field_sets[fields] = frozenset(fd.name for fd in fields)
             if "metadata_props" in present:
                 op.metadata_props = _props(n.metadata_props)
             outputs: list[Value | None] = []
@@ -576,6 +579,9 @@ def _resolve(name: str, scopes: list[dict[str, Value]]) -> Value | None:
         if value is not None:
             return value
     return None
+
+
+_first = itemgetter(0)
 
 
 def set_fields(message: Any) -> set[str]:
