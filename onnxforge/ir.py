@@ -942,16 +942,20 @@ class Graph:
     def is_sorted(self) -> bool:
         """True when every op comes after the producers of what it reads (its subgraphs'
         captures included)."""
-        produced = {v for op in self._ops for v in op._outputs}
-        seen: set[Value | None] = set()
+        seen: set[Op] = set()  # ops so far; a value is this graph's when its producer is
         for op in self._ops:
             for value in op._inputs:
-                if value in produced and value not in seen:
-                    return False
+                if value is not None:
+                    producer = value._producer
+                    if producer is not None and producer not in seen and producer._graph is self:
+                        return False
             captured = self._captured.get(op)
-            if captured and any(p in produced and p not in seen for p in captured):
-                return False
-            seen.update(op._outputs)
+            if captured:
+                for value in captured:
+                    producer = value._producer
+                    if producer is not None and producer not in seen and producer._graph is self:
+                        return False
+            seen.add(op)
         return True
 
     def __repr__(self) -> str:
@@ -1141,8 +1145,10 @@ def walk_graphs(graph: Graph) -> Iterator[Graph]:
 def _holders(graph: Graph) -> list[Op]:
     """The ops of ``graph`` that hold subgraphs, kept until an op is added or removed: passes
     walk every graph many times, and graph attributes are set only when an op is made."""
-    if graph._holders is None:
-        graph._holders = [op for op in graph._ops if any(True for _ in op.subgraphs())]
+    if graph._holders is None:  # most ops have no attributes: no subgraphs() generator for them
+        graph._holders = [
+            op for op in graph._ops if op.attrs and any(True for _ in op.subgraphs())
+        ]
     return graph._holders
 
 
@@ -1213,7 +1219,12 @@ def _check_graph(
                         f"{where}: {op.describe()} produces {out.name!r}, already defined"
                     )
                 defined.add(out)
-                claim(out)
+                other = names.get(out.name)  # claim(out), inline: a million of them
+                if other is None:
+                    names[out.name] = out
+                    claimed.append(out.name)
+                elif other is not out:
+                    _claim_name(out, names, where, found)
     added = [v for v in defined if v not in visible]
     visible.update(added)
     holders = set(_holders(graph))  # not a subgraphs() generator per op: 0.1 s per 100k ops

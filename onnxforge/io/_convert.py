@@ -901,6 +901,11 @@ def _unannotated(g: Graph, value: Value) -> bool:
 
 SPILL_EVERY = 4096
 _GRAPH_VALUE_INFO = 13  # GraphProto's field number
+_SHORT_HEADERS = {
+    number: [field_header(number, size) for size in range(0x80)]
+    for number in (1, _GRAPH_VALUE_INFO)
+}
+"""The one-byte tag and length of a field number's short payloads, made once."""
 """Nodes and value_info entries of the main graph held as messages before they are encoded
 (see _Writer.spill)."""
 
@@ -1117,21 +1122,30 @@ class _Writer:
         """GraphProto fragments of value_info entries, a name and a tensor type each, encoded
         here every SPILL_EVERY entries: the type's encoding is made once per distinct type,
         and no message is made per value (a message per entry was half of writing the 100k
-        chain's graph)."""
+        chain's graph). Within a fragment a type object is looked up by identity first:
+        hashing TensorType (in Python) was a third of the rest."""
         made = self.typed_info
+        names, entries = _SHORT_HEADERS[1], _SHORT_HEADERS[_GRAPH_VALUE_INFO]
         for first in range(0, len(values), SPILL_EVERY):
             chunk = []
+            seen: dict[int, bytes] = {}  # id -> encoding; the values hold their types meanwhile
             for value in values[first : first + SPILL_EVERY]:
                 t = value.type
-                typed = made.get(t)  # type: ignore[arg-type]
+                typed = seen.get(id(t))
                 if typed is None:
-                    proto = onnx.TypeProto()
-                    self.type(t, proto)  # type: ignore[arg-type]
-                    encoded = proto.SerializeToString()
-                    typed = made[t] = field_header(2, len(encoded)) + encoded  # type: ignore[index]
+                    typed = made.get(t)  # type: ignore[arg-type]
+                    if typed is None:
+                        proto = onnx.TypeProto()
+                        self.type(t, proto)  # type: ignore[arg-type]
+                        encoded = proto.SerializeToString()
+                        typed = made[t] = field_header(2, len(encoded)) + encoded  # type: ignore[index]
+                    seen[id(t)] = typed
                 name = value.name.encode()
-                entry = field_header(1, len(name)) + name + typed
-                chunk.append(field_header(_GRAPH_VALUE_INFO, len(entry)) + entry)
+                size = len(name)
+                entry = (names[size] if size < 0x80 else field_header(1, size)) + name + typed
+                size = len(entry)
+                header = entries[size] if size < 0x80 else field_header(_GRAPH_VALUE_INFO, size)
+                chunk.append(header + entry)
             yield b"".join(chunk)
 
     def function(self, fn: Function, fp: onnx.FunctionProto) -> None:
