@@ -580,7 +580,7 @@ class _Engine:
         cannot be a key (subgraphs, tensors); a key that does not hash is none either."""
         if op.domain not in ("", "ai.onnx"):
             return None
-        attrs = self.attr_keys.get(op, _MISSING)
+        attrs = self.attr_keys.get(op, _MISSING) if op.attrs else ()  # none: nothing to keep
         if attrs is _MISSING:
             attrs = self.attr_keys[op] = _attrs_key(op)
         if attrs is None:
