@@ -900,14 +900,14 @@ def _unannotated(g: Graph, value: Value) -> bool:
 
 
 SPILL_EVERY = 4096
+"""Nodes and value_info entries of the main graph held as messages before they are encoded
+(see _Writer.spill)."""
 _GRAPH_VALUE_INFO = 13  # GraphProto's field number
 _SHORT_HEADERS = {
     number: [field_header(number, size) for size in range(0x80)]
     for number in (1, _GRAPH_VALUE_INFO)
 }
 """The one-byte tag and length of a field number's short payloads, made once."""
-"""Nodes and value_info entries of the main graph held as messages before they are encoded
-(see _Writer.spill)."""
 
 
 class _Writer:
