@@ -153,3 +153,17 @@ def test_infer_on_the_command_line_writes_what_encoding_gives(
     encoded = _inferred(chain_file, tmp_path / "encoded.onnx", keep_nodes=False)
     assert (tmp_path / "cli.onnx").read_bytes() == (tmp_path / "encoded.onnx").read_bytes()
     assert onnx.load(tmp_path / "cli.onnx") == encoded
+
+
+def test_infer_in_place_reads_the_nodes_before_replacing_the_file(
+    chain_file: Path, tmp_path: Path
+) -> None:
+    """The nodes are copied from the file being replaced: it is renamed over only once the new
+    one is whole."""
+    target = tmp_path / "in_place.onnx"
+    target.write_bytes(chain_file.read_bytes())
+    result = CliRunner().invoke(app, ["infer", str(target), "--in-place"])
+    assert result.exit_code == 0, result.output
+    encoded = _inferred(chain_file, tmp_path / "encoded.onnx", keep_nodes=False)
+    assert target.read_bytes() == (tmp_path / "encoded.onnx").read_bytes()
+    assert onnx.load(target) == encoded
