@@ -188,14 +188,14 @@ def _graph_problems(
     plain: dict[tuple[str, str, str, int, int], list[str]] = {}
     for op in graph._ops:
         if op.attrs or (op.domain, op.op_type, op.overload) in local:
-            problems = _op_problems(op, opsets, local)
+            reasons = _op_problems(op, opsets, local)
         else:  # kind and arity decide (see _signature): one check per kind, not per op
             kind = (op.op_type, op.domain, op.overload, len(op._inputs), len(op._outputs))
-            problems = plain.get(kind)  # type: ignore[assignment]
-            if problems is None:
-                problems = plain[kind] = _op_problems(op, opsets, local)
-        if problems:
-            found += [f"{where}: {op.describe()} {p}" for p in problems]
+            reasons = plain.get(kind)  # type: ignore[assignment]
+            if reasons is None:
+                reasons = plain[kind] = _op_problems(op, opsets, local)
+        if reasons:
+            found += [f"{where}: {op.describe()} {p}" for p in reasons]
     return found
 
 
