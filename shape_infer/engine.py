@@ -314,8 +314,8 @@ class _Engine:
         self.counter = 0
         self.memo = _MEMOS.setdefault(model, {})
         self.attr_keys: dict[Op, Any] = {}
-        self.versions: dict[tuple[str, str, int], tuple[int, str]] = {}
-        """(op type, domain, opset) -> the schema's since_version and the label errors use."""
+        self.versions: dict[tuple[str, str, int], int] = {}
+        """(op type, domain, opset) -> the schema's since_version: one lookup per kind of op."""
         self.constant_known: dict[Value, Known | None] = {}
 
     # -- facts about values ----------------------------------------------------------------
@@ -449,12 +449,7 @@ class _Engine:
         try:
             functions = self.functions
             function = functions.get((op.domain, op.op_type, op.overload)) if functions else None
-            contrib = (
-                None
-                if function is not None
-                or (domain == "" and op.op_type not in schemas.RUNTIME_DEFINED)  # most ops
-                else self.contrib_rule(op, domain, scope)
-            )
+            contrib = self.contrib_rule(op, domain, scope) if function is None else None
             if function is not None:
                 label = f"{op.op_type} (local function)"
                 results = self.infer_call(scope, op, function, in_types)
@@ -467,8 +462,8 @@ class _Engine:
                 if domain not in scope.opsets:
                     raise ShapeError(f"the model imports no opset for domain {domain!r}")
                 opset = scope.opsets[domain]
-                versioned = self.versions.get((op.op_type, domain, opset))
-                if versioned is None:
+                version = self.versions.get((op.op_type, domain, opset), 0)
+                if not version:
                     if not schemas.has_schema(op.op_type, domain):
                         self.report.notes.append(
                             f"{scope.where}node {op.name!r}: custom op {domain}::{op.op_type} "
@@ -476,9 +471,8 @@ class _Engine:
                         )
                         return
                     version = schemas.since_version(op.op_type, opset, domain)
-                    versioned = (version, f"{op.op_type}-{version}")
-                    self.versions[(op.op_type, domain, opset)] = versioned
-                version, label = versioned
+                    self.versions[(op.op_type, domain, opset)] = version
+                label = None  # made from the version only for a message (see error)
                 for value in outputs:
                     if value is not None:  # a body inferred again (Loop) starts afresh
                         self.known.pop(value, None)
@@ -525,7 +519,14 @@ class _Engine:
                 except _Contradiction:
                     if self.strict_declared:
                         raise
-                    self.stale(scope, value, declared, inferred, node=op.name, label=label)
+                    self.stale(
+                        scope,
+                        value,
+                        declared,
+                        inferred,
+                        node=op.name,
+                        label=label or f"{op.op_type}-{version}",
+                    )
                     merged = _replace(declared, inferred)
                 _check_size(merged, value)
                 scope.types[value] = merged
