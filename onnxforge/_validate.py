@@ -103,26 +103,28 @@ def _texts(model: Model) -> Iterator[object]:
         yield from (graph.name, graph.doc_string)
         yield from (t for pair in graph.metadata_props for t in pair)
         values, ops = graph._values, graph._ops
-        value_fields = [map(attrgetter(f), values) for f in ("name", "doc_string")]
-        value_fields.append(
-            [t for v in values if v.metadata_props for pair in v.metadata_props for t in pair]
-        )
-        op_fields = [map(attrgetter(f), ops) for f in _OP_TEXTS]
-        op_fields.append([name for op in ops if op.attrs for name in op.attrs])
-        op_fields.append(
-            [t for op in ops if op.metadata_props for pair in op.metadata_props for t in pair]
-        )
+        value_props = [
+            t for v in values if v.metadata_props for pair in v.metadata_props for t in pair
+        ]
+        attr_names = [name for op in ops if op.attrs for name in op.attrs]
+        op_props = [
+            t for op in ops if op.metadata_props for pair in op.metadata_props for t in pair
+        ]
         kinds: set[type] = set()  # gathered in C (map, attrgetter): no list of every name
-        for field in [*value_fields, *op_fields]:
-            kinds.update(map(type, field))
+        for f in ("name", "doc_string"):
+            kinds.update(map(type, map(attrgetter(f), values)))
+        for f in _OP_TEXTS:
+            kinds.update(map(type, map(attrgetter(f), ops)))
+        for texts in (value_props, attr_names, op_props):
+            kinds.update(map(type, texts))
         if not kinds <= {str}:  # one by one, in the order the message has always named
             yield from (v.name for v in values)
             yield from (v.doc_string for v in values)
-            yield from value_fields[2]
+            yield from value_props
             for f in _OP_TEXTS:
                 yield from map(attrgetter(f), ops)
-            yield from op_fields[-2]
-            yield from op_fields[-1]
+            yield from attr_names
+            yield from op_props
 
 
 _OP_TEXTS = ("op_type", "domain", "name", "overload", "doc_string")
