@@ -64,7 +64,7 @@ from onnxforge.io._output import (
     spooled_stdin,
 )
 from onnxforge.io._tensors import raw_source
-from onnxforge.io._wire import WeightSource, WireError, split_weights, write_model
+from onnxforge.io._wire import Encoded, WeightSource, WireError, split_weights, write_model
 from onnxforge.ir import DType, Model, Op, Tensor, no_gc
 
 logger = logging.getLogger(__name__)
@@ -620,7 +620,9 @@ def _pieces(
     return pieces
 
 
-def _source_graph(model: Model) -> tuple[list[bytes], list[tuple[bytes, WeightSource | None]]]:
+def _source_graph(
+    model: Model,
+) -> tuple[list[Encoded], list[tuple[bytes, WeightSource | None]]]:
     """The loaded graph of a model whose graph was never built, as write_model takes it."""
     gp = model._source.graph
     spans: list[Span | None] = model._source_spans or []

@@ -32,7 +32,7 @@ except ImportError:  # pragma: no cover - protobuf before 4.21
 from onnxforge.errors import ModelReadError, OnnxForgeError
 from onnxforge.io._files import DataFile, Span, open_external
 from onnxforge.io._tensors import raw_source, tensor_from_array
-from onnxforge.io._wire import field_header, node_run_model
+from onnxforge.io._wire import Encoded, field_header, node_run_model
 from onnxforge.ir import (
     AttrRef,
     DType,
@@ -914,7 +914,7 @@ class _Writer:
     def __init__(
         self,
         sink: TensorSink,
-        spill: list[bytes] | None = None,
+        spill: list[Encoded] | None = None,
         nodes_as_read: list[memoryview] | None = None,
     ) -> None:
         self.sink = sink
@@ -1183,7 +1183,7 @@ class _Spiller:
     it every SPILL_EVERY entries instead. Each batch is a message of its own: clearing a field
     keeps its memory in the message's arena, dropping the message frees it."""
 
-    def __init__(self, gp: onnx.GraphProto, field: str, spill: list[bytes] | None) -> None:
+    def __init__(self, gp: onnx.GraphProto, field: str, spill: list[Encoded] | None) -> None:
         self.spill, self.field = spill, field
         self._hold(gp if spill is None else onnx.GraphProto())
 
@@ -1236,7 +1236,7 @@ def model_to_proto(
     sink: TensorSink | None = None,
     *,
     source_graph: bool = False,
-    spill: list[bytes] | None = None,
+    spill: list[Encoded] | None = None,
 ) -> onnx.ModelProto:
     """Build a ModelProto; ``sink`` places tensor bytes (default: embedded).
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 __all__ = [
     "WeightSource",
     "WireError",
+    "Encoded",
     "copy_span",
     "field_header",
     "node_run_model",
@@ -34,6 +35,10 @@ SPLIT_MIN_TENSOR = 1024
 """Initializers smaller than this stay in the skeleton: scanning them costs more than it saves."""
 NODE_RUN = 4096
 """Nodes in one run of ``split_weights``: parsed, a run of small nodes takes about 2 MB."""
+
+
+Encoded = bytes | memoryview
+"""Protobuf bytes: made here, or in place in a file's mapping (a run of nodes as read)."""
 
 
 class WireError(ValueError):
@@ -223,7 +228,7 @@ class WeightSource:
 def write_model(
     out: BinaryIO,
     model_rest: bytes,
-    graph_rest: Sequence[bytes],
+    graph_rest: Sequence[Encoded],
     initializers: Sequence[tuple[bytes, WeightSource | None]],
 ) -> None:
     """Stream a ModelProto: the model's other fields, then the graph with its initializers.
