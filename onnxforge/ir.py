@@ -34,6 +34,7 @@ __all__ = [
     "UnknownDim",
     "Value",
     "constant_tensor",
+    "edit_mark",
     "problems",
     "verify",
     "walk_graphs",
@@ -362,6 +363,8 @@ class Value:
     _graph: Graph | None = field(default=None, repr=False)
     _source: Any = field(default=None, repr=False)
     _producer: Op | None = field(default=None, repr=False)
+    _inferred: Any = field(default=None, repr=False)
+    """The type the model's last cached inference gave it (``passes._rewrite.inference``)."""
 
     @property
     def graph(self) -> Graph | None:
@@ -387,6 +390,8 @@ class Op:
     _outputs: list[Value | None] = field(default_factory=list, repr=False)
     _graph: Graph | None = field(default=None, repr=False)
     _source: Any = field(default=None, repr=False)
+    _stamp: int = field(default=0, repr=False)
+    """The edit clock when an edit last touched the op (``edit_mark``); 0: never."""
 
     def attr(self, key: str, default: AttrValue = None) -> Any:
         """The attribute's value, or ``default`` when the node does not set it."""
@@ -572,6 +577,17 @@ class Graph:
         return bool(self._uses.get(value)) or value in self.outputs
 
     # -- building --------------------------------------------------------------------------
+    def touch(self, op: Op) -> None:
+        """Record an edit of ``op`` that the graph's methods do not make: an attribute set,
+        a declared type of its output or the data of an initializer it reads changed in
+        place. Incremental inference and the fixed point's worklist revisit touched ops."""
+        op._stamp = _edit_clock[0]
+
+    def touched_since(self, mark: int) -> list[Op]:
+        """This graph's ops that an edit touched after ``mark`` (``edit_mark``), in stored
+        order: ops added or rewired, and producers whose outputs gained or lost a use."""
+        return [op for op in self._ops if op._stamp > mark]
+
     def _edited(self) -> None:
         """Any edit: the networkx view is stale."""
         self._nx = None
@@ -619,6 +635,7 @@ class Graph:
 
     def _attach(self, op: Op, inputs: list[Value | None], outputs: list[Value | None]) -> None:
         op._graph = self
+        op._stamp = _edit_clock[0]
         op._inputs = inputs
         op._outputs = outputs
         self._ops[op] = None
@@ -641,6 +658,10 @@ class Graph:
         """Edge value -> op; an outer value also becomes a capture of every enclosing op."""
         add_use(self._uses, value, (op, key))
         self._values.setdefault(value)
+        stamp = _edit_clock[0]
+        op._stamp = stamp
+        if value._producer is not None:
+            value._producer._stamp = stamp  # one more reader
         if isinstance(key, tuple):
             self._captured.setdefault(op, {})[value] = key
         self._reordered()
@@ -651,6 +672,7 @@ class Graph:
             uses = graph._uses.get(value)
             if uses is None or (owner, capture_key) not in uses:
                 add_use(graph._uses, value, (owner, capture_key))
+                owner._stamp = stamp
                 graph._captured.setdefault(owner, {})[value] = capture_key
                 graph._values.setdefault(value)
             graph._reordered()
@@ -711,6 +733,7 @@ class Graph:
                     raise OnnxForgeError(f"{op.describe()}: output {value.name!r} is used")
                 self._drop_value(value)
         op._outputs = op._outputs[:keep]
+        op._stamp = _edit_clock[0]
 
     def set_output(self, op: Op, port: int, value: Value) -> Value | None:
         """Output ``port`` of ``op`` becomes ``value`` (a fresh one); the old value, returned,
@@ -719,6 +742,7 @@ class Graph:
         if old is not None and old._producer is op:
             old._producer = None
         op._outputs[port] = value
+        op._stamp = _edit_clock[0]
         value._producer = op
         self._values.setdefault(value)
         self._reordered()
@@ -746,6 +770,8 @@ class Graph:
             if tensor is None:
                 self._drop_value(value)
                 continue
+            for reader, _ in self._uses.get(value, ()):
+                reader._stamp = _edit_clock[0]  # it reads a constant now
             value.const = tensor
             if value not in self.outputs:
                 value.type = None  # the tensor says it; no value_info for an initializer
@@ -817,6 +843,9 @@ class Graph:
             if value is old:
                 self.outputs[i] = new
                 count += 1
+                for changed in (old, new):  # is_graph_output changed for their producers
+                    if changed._producer is not None:
+                        changed._producer._stamp = _edit_clock[0]
         return count
 
     def rename(self, value: Value, name: str) -> None:
@@ -1096,11 +1125,27 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
+_edit_clock = [1]
+
+
+def edit_mark() -> int:
+    """A point in the edit history: an op that an edit touches after it gets a ``_stamp``
+    above it (``Graph.touched_since``). Graph's methods touch what they change; passes call
+    ``Graph.touch`` for what they change by hand."""
+    mark = _edit_clock[0]
+    _edit_clock[0] = mark + 1
+    return mark
+
+
 def _unuse(value: Value, op: Op, key: Key) -> None:
     """Drop the edge value -> op keyed ``key`` from the op's graph."""
     graph = op._graph
     if graph is None:
         return
+    stamp = _edit_clock[0]
+    op._stamp = stamp
+    if value._producer is not None:
+        value._producer._stamp = stamp  # one reader fewer
     uses = graph._uses.get(value)
     if uses is not None:
         if isinstance(uses, list):

@@ -60,6 +60,10 @@ class Pass(abc.ABC):
     types_only: ClassVar[bool] = False
     """True for a pass that only sets value types from inference: what was inferred before it
     stays valid, so it notes no change (see ``note_change``)."""
+    journaled: ClassVar[bool] = False
+    """True for a pass whose every edit leaves a stamp on the op it changes (Graph's methods
+    do; ``Graph.touch`` for what it changes by hand): inference after it infers again only
+    the ops it touched and what their new types reach (``shape_infer.Resumable``)."""
     keeps_types: ClassVar[bool] = False
     """True for a pass that only removes or merges ops, so that whatever read a removed value
     reads one of the same type: the inference made before it stands for the model it leaves
@@ -80,23 +84,27 @@ class Pass(abc.ABC):
         try:
             result = self.call(model)
         except BaseException:
-            note_change()  # a failed pass may have changed the model half way
+            note_change(tracked=False)  # a failed pass may have changed the model half way
             raise
         if result.modified and key is not None and carry_inference(model, key):
             result.inferred = True
         if result.modified and not self.types_only and not result.inferred:
-            note_change()
+            note_change(tracked=self.journaled)
         self.ensures(result.model)
         return result
 
 
-_changes = [0]
+_changes = [0, 0]
 
 
-def note_change() -> None:
+def note_change(*, tracked: bool = False) -> None:
     """Something changed a model: what was inferred for it before is stale (see
-    ``_rewrite.inferred_types``). Every pass that reports ``modified`` calls it."""
+    ``_rewrite.inferred_types``). Every pass that reports ``modified`` calls it. ``tracked``:
+    every edit left a stamp on the op it changed (``Pass.journaled``), so the inference can be
+    brought up to date instead of made again."""
     _changes[0] += 1
+    if not tracked:
+        _changes[1] += 1
 
 
 def changes() -> int:
@@ -104,11 +112,16 @@ def changes() -> int:
     return _changes[0]
 
 
-Inference = tuple[tuple[int, ...], Any, list[Any], list[Any]]
+def untracked_changes() -> int:
+    """How many of them may have changed ops without a stamp."""
+    return _changes[1]
+
+
+Inference = tuple[tuple[int, ...], Any, list[Any], int]
 inferences: weakref.WeakKeyDictionary[Model, Inference] = weakref.WeakKeyDictionary()
-"""Per model, its last whole inference (``_rewrite.inference``): the model's key then, the
-report, and the values with the types it gave them (two lists: 16 bytes a value, not a
-64-byte pair)."""
+"""Per model, its last inference (``_rewrite.inference``): the model's key then, the
+``shape_infer.Resumable`` (report included), the values, whose ``_inferred`` holds the type
+it gave them, and ``untracked_changes()`` then."""
 
 
 def inference_key(model: Model) -> tuple[int, ...]:

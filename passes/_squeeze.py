@@ -123,6 +123,7 @@ def squeeze_chain(graph: Graph, op: Op, version: int, opset: int) -> bool:
         combined = sorted(set(na) | {nth_kept(p, na) for p in nb})
     if version < 13:
         op.attrs["axes"] = combined
+        graph.touch(op)
     else:
         axes = graph.add_initializer(
             graph.fresh_name(f"{output_name(op)}_axes"),

@@ -45,6 +45,7 @@ class EliminateCommonSubexpressionsPass(Pass):
     """
 
     name: ClassVar[str] = "eliminate-common-subexpressions"
+    journaled: ClassVar[bool] = True  # every edit stamps the op it changes
     keeps_types: ClassVar[bool] = True  # readers read an equal value
     summary: ClassVar[str] = (
         "Merge ops computing the same from the same inputs, and initializers with the same bytes."

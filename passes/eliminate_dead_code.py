@@ -30,6 +30,7 @@ class EliminateDeadCodePass(Pass):
     """
 
     name: ClassVar[str] = "eliminate-dead-code"
+    journaled: ClassVar[bool] = True  # every edit stamps the op it changes
     keeps_types: ClassVar[bool] = True  # nothing read what it removes
     summary: ClassVar[str] = (
         "Remove ops, initializers and local functions no graph output depends on."

@@ -51,6 +51,7 @@ class EliminateIdentityPass(Pass):
     """
 
     name: ClassVar[str] = "eliminate-identity"
+    journaled: ClassVar[bool] = True  # every edit stamps the op it changes
     keeps_types: ClassVar[bool] = True  # y's readers read x, which has y's type
     summary: ClassVar[str] = (
         "Remove Identity and ops that return their input unchanged (x + 0, a no-op Reshape)."

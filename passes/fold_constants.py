@@ -69,6 +69,7 @@ class FoldConstantsPass(Pass):
     """
 
     name: ClassVar[str] = "fold-constants"
+    journaled: ClassVar[bool] = True  # every edit stamps the op it changes
     summary: ClassVar[str] = (
         "Replace ops whose inputs are all constant by initializers holding their outputs."
     )
@@ -126,7 +127,7 @@ class FoldConstantsPass(Pass):
                 result.inferred = True  # this round's inference saw the model as it is
                 break
             result.modified = True
-            note_change()  # the next round infers the folded model
+            note_change(tracked=True)  # the next round infers what folding touched
         # Refusals as the last round saw them: ops are revisited every round.
         for key, count in last.stats.items():
             if key not in done:

@@ -46,6 +46,7 @@ class FuseBatchNormIntoConvPass(Pass):
     """
 
     name: ClassVar[str] = "fuse-batchnorm-into-conv"
+    journaled: ClassVar[bool] = True  # every edit stamps the op it changes
     summary: ClassVar[str] = (
         "Fold a BatchNormalization after a Conv into the Conv's weights and bias."
     )
@@ -112,6 +113,7 @@ class FuseMulIntoConvPass(Pass):
     """
 
     name: ClassVar[str] = "fuse-mul-into-conv"
+    journaled: ClassVar[bool] = True  # every edit stamps the op it changes
     summary: ClassVar[str] = (
         "Fold a Mul by a per-channel constant after a Conv into the Conv's weights."
     )
@@ -204,6 +206,7 @@ def replace_weight(
         and old in graph.initializers
     ):
         old.const = Tensor.from_numpy(np.ascontiguousarray(array), old.const.dtype)
+        graph.touch(op)
         return
     name = graph.fresh_name(base or (old.name if old is not None else f"{op.op_type}_weight"))
     value = graph.add_initializer(name, Tensor.from_numpy(np.ascontiguousarray(array)))

@@ -45,6 +45,7 @@ class FuseBiasAddPass(Pass):
     """
 
     name: ClassVar[str] = "fuse-bias-add"
+    journaled: ClassVar[bool] = True  # every edit stamps the op it changes
     summary: ClassVar[str] = (
         "Fold an Add of a constant into the bias of the Conv, ConvTranspose or Gemm before it."
     )

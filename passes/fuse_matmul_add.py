@@ -41,6 +41,7 @@ class FuseMatMulAddPass(Pass):
     """
 
     name: ClassVar[str] = "fuse-matmul-add"
+    journaled: ClassVar[bool] = True  # every edit stamps the op it changes
     summary: ClassVar[str] = "Replace Add(MatMul(A, B), C) by Gemm(A, B, C)."
 
     def call(self, model: Model) -> PassResult:

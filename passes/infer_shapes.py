@@ -34,7 +34,8 @@ class InferShapesPass(Pass):
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
         before = {v: v.type for g in model.graphs() for v in g.values()}
-        report = inference(model, strict=self.strict)
+        # The whole model, not brought up to date: what is written names fresh dims in order.
+        report = inference(model, strict=self.strict, again=False)
         for error in report.errors:
             result.note("errors", str(error))
             logger.warning("shape inference: %s", error)

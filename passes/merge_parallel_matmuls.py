@@ -60,6 +60,7 @@ class MergeParallelMatMulsPass(Pass):
     """
 
     name: ClassVar[str] = "merge-parallel-matmuls"
+    journaled: ClassVar[bool] = True  # every edit stamps the op it changes
     summary: ClassVar[str] = (
         "Merge MatMuls of one input by weights side by side into one MatMul and a Split."
     )

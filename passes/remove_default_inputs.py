@@ -45,6 +45,7 @@ class RemoveDefaultInputsPass(Pass):
     """
 
     name: ClassVar[str] = "remove-default-inputs"
+    journaled: ClassVar[bool] = True  # every edit stamps the op it changes
     keeps_types: ClassVar[bool] = True  # output types do not depend on a zero default input
     summary: ClassVar[str] = (
         "Omit an optional input that is all zeros when its absence means zeros."
@@ -67,6 +68,7 @@ class RemoveDefaultInputsPass(Pass):
                         result.note("inputs_removed", f"{node_label(op)} input {port}")
                 while op._inputs and op._inputs[-1] is None:
                     op._inputs.pop()
+                    graph.touch(op)
         refresh_captures(model)
         result.modified = bool(result.stats)
         return result

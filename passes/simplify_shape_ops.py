@@ -64,6 +64,7 @@ class SimplifyShapeOpsPass(Pass):
     """
 
     name: ClassVar[str] = "simplify-shape-ops"
+    journaled: ClassVar[bool] = True  # every edit stamps the op it changes
     summary: ClassVar[str] = (
         "Collapse chains of shape ops: Shape arithmetic, Reshape/Transpose/Squeeze pairs."
     )

@@ -71,6 +71,7 @@ class SinkShapeOpsPass(Pass):
     """
 
     name: ClassVar[str] = "sink-shape-ops"
+    journaled: ClassVar[bool] = True  # every edit stamps the op it changes
     summary: ClassVar[str] = (
         "Move a Reshape or Transpose past elementwise ops to cancel it with a later one."
     )
@@ -138,9 +139,12 @@ def _sink(graph: Graph, op: Op, opset: int, result: PassResult) -> list[Value] |
     for value in values:
         t = value.type
         value.type = TensorType(t.dtype, x_shape) if isinstance(t, TensorType) else None
+        if value._producer is not None:
+            graph.touch(value._producer)  # its declared type changed
     for reader, value, new_perm, removed in readers:
         if new_perm is not None:
             reader.attrs["perm"] = new_perm
+            graph.touch(reader)
         if removed and bypass(graph, reader, value):
             result.note(f"{reader.op_type.lower()}s_removed", node_label(reader))
     if dead:

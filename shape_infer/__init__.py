@@ -7,9 +7,11 @@ __all__ = [
     "Assumption",
     "InferError",
     "InferReport",
+    "Resumable",
     "StaleDeclaration",
     "broadcast_shape",
     "infer",
+    "infer_resumable",
 ]
 
 from onnxforge.shape_infer import rules  # noqa: F401  (registers the rules)
@@ -18,6 +20,8 @@ from onnxforge.shape_infer.engine import (
     Assumption,
     InferError,
     InferReport,
+    Resumable,
     StaleDeclaration,
     infer,
+    infer_resumable,
 )

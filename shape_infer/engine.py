@@ -20,10 +20,12 @@ __all__ = [
     "InferError",
     "InferReport",
     "Known",
+    "Resumable",
     "StaleDeclaration",
     "ShapeRule",
     "ValueRule",
     "infer",
+    "infer_resumable",
     "shape_rule",
     "value_rule",
 ]
@@ -270,8 +272,9 @@ class InferContext:
 
     def assume(self, a: Dim, b: Dim, relation: str = "==") -> None:
         """Record that the result holds only if ``a relation b`` (two dims taken as equal)."""
-        self.engine.report.assumptions.append(
-            Assumption(a, b, self.op.name, f"{self.op.op_type}-{self.version}", relation)
+        self.engine.record(
+            self.engine.report.assumptions,
+            Assumption(a, b, self.op.name, f"{self.op.op_type}-{self.version}", relation),
         )
 
     def infer_subgraph(
@@ -291,6 +294,8 @@ class _Scope:
     types: dict[Value, Type | None]
     parent: _Scope | None = None
     depth: int = 0
+    earlier: Callable[[Value], Type | None] | None = None
+    """Inference again after edits (``Resumable``): the type of a value not inferred again."""
 
     def type_of(self, value: Value) -> Type | None:
         scope: _Scope | None = self
@@ -298,7 +303,7 @@ class _Scope:
             if value in scope.types:
                 return scope.types[value]
             scope = scope.parent
-        return value.type
+        return value.type if self.earlier is None else self.earlier(value)
 
 
 class _Engine:
@@ -317,6 +322,9 @@ class _Engine:
         self.versions: dict[tuple[str, str, int], int] = {}
         """(op type, domain, opset) -> the schema's since_version: one lookup per kind of op."""
         self.constant_known: dict[Value, Known | None] = {}
+        self.current: Op | None = None  # the main graph's op being inferred
+        self.by_op: dict[Op, list[tuple[list[Any], Any]]] = {}
+        """The report entries each op of the main graph added (``record``)."""
 
     # -- facts about values ----------------------------------------------------------------
     def new_dim(self) -> UnknownDim:
@@ -409,8 +417,14 @@ class _Engine:
                 declared = value.type if isinstance(value.type, TensorType) else None
                 shape = tuple(const.shape) if isinstance(const, Tensor) else tuple(const.dims)
                 scope.types[value] = declared or TensorType(const.dtype, shape)
-        for op in graph.topo_order():
+        if scope.parent is not None or scope.depth:
+            for op in graph.topo_order():
+                self.infer_op(scope, op)
+            return
+        for op in graph.topo_order():  # the main graph: remember what each op reports
+            self.current = op
             self.infer_op(scope, op)
+        self.current = None
 
     def infer_body(
         self, graph: Graph, outer: _Scope, input_types: Sequence[Type | None]
@@ -418,7 +432,9 @@ class _Engine:
         if outer.depth >= MAX_FUNCTION_DEPTH:
             raise ShapeError(f"subgraphs nested deeper than {MAX_FUNCTION_DEPTH} levels")
         where = f"{outer.where}{graph.name or 'subgraph'}: "
-        scope = _Scope(graph, outer.opsets, where, outer.types, outer, outer.depth + 1)
+        scope = _Scope(
+            graph, outer.opsets, where, outer.types, outer, outer.depth + 1, outer.earlier
+        )
         for inner in ir.walk_graphs(graph):  # a body inferred again (Loop) starts afresh:
             for op in inner.ops:  # an earlier pass's shapes are not declared ones
                 for value in op._outputs:
@@ -465,9 +481,10 @@ class _Engine:
                 version = self.versions.get((op.op_type, domain, opset), 0)
                 if not version:
                     if not schemas.has_schema(op.op_type, domain):
-                        self.report.notes.append(
+                        self.record(
+                            self.report.notes,
                             f"{scope.where}node {op.name!r}: custom op {domain}::{op.op_type} "
-                            "passed over (outputs unknown)"
+                            "passed over (outputs unknown)",
                         )
                         return
                     version = schemas.since_version(op.op_type, opset, domain)
@@ -805,7 +822,7 @@ class _Engine:
             scope.where, value.name, str(declared), str(inferred), node, label, value
         )
         logger.info("%s", entry)  # the report carries it; commands print it as a warning
-        self.report.stale.append(entry)
+        self.record(self.report.stale, entry)
 
     def error(
         self,
@@ -818,7 +835,8 @@ class _Engine:
         internal: bool = False,
         label: str | None = None,
     ) -> None:
-        self.report.errors.append(
+        self.record(
+            self.report.errors,
             InferError(
                 scope.where,
                 op.name,
@@ -826,8 +844,16 @@ class _Engine:
                 tuple("none" if t is None else str(t) for t in in_types),
                 reason,
                 internal,
-            )
+            ),
         )
+
+    def record(self, entries: list[Any], entry: Any) -> None:
+        """Add an error, stale declaration, assumption or note to the report, remembering
+        which op of the main graph it came from (``Resumable`` replaces an op's entries when
+        it infers the op again)."""
+        entries.append(entry)
+        if self.current is not None:
+            self.by_op.setdefault(self.current, []).append((entries, entry))
 
 
 MAX_ELEMENTS = (1 << 63) - 1
@@ -965,31 +991,31 @@ def infer(
     ``verify``: check the graph's invariants first (a pipeline that already did may skip it).
     ``strict_declared``: a declared type that contradicts inference is an error, not replaced.
     """
+    return infer_resumable(
+        model, strict=strict, verify=verify, strict_declared=strict_declared
+    ).engine.report
+
+
+def infer_resumable(
+    model: Model, *, strict: bool = False, verify: bool = True, strict_declared: bool = False
+) -> Resumable:
+    """``infer``, keeping what it takes to bring the types up to date after edits
+    (``Resumable.again``); its report is ``.engine.report``."""
     if verify:
         ir.verify(model)
     engine = _Engine(model, strict_declared=strict_declared)
     types: dict[Value, Type | None] = {}
-    scope = _Scope(model.graph, dict(model.opset_imports), "", types)
-    if "ai.onnx" in scope.opsets:
-        scope.opsets.setdefault("", scope.opsets["ai.onnx"])
-    interface = set()
+    scope = _Scope(model.graph, _opsets(model), "", types)
+    interface: dict[Value, Type | None] = {}
     for value in model.graph.inputs:  # an unnamed input dim (skl2onnx's batch) gets a name, so
         if value.const is None:  # every value sized by it shares it; the input stays as declared
             named = engine.name_unknowns(value.type)
             if named is not value.type:
                 types[value] = named
-                interface.add(value)
+                interface[value] = named
                 if isinstance(named, TensorType):
                     engine.report.input_names[value] = named
     engine.infer_graph(scope)
-    report = engine.report
-    integer = {v: k for v, k in engine.known.items() if _integer_typed(types.get(v) or v.type)}
-    report.static_values = {
-        v: tuple(k)  # type: ignore[arg-type]
-        for v, k in integer.items()
-        if all(isinstance(d, int) for d in k)
-    }
-    report.known_values = integer  # float shape values stay inside the engine
     for value, t in types.items():
         # Initializers keep their own type; value_info is written only where it says something.
         if (
@@ -998,15 +1024,176 @@ def infer(
             and (value.const is None or value.type is not None)
         ):
             value.type = t
-    for graph in model.graphs(functions=False):
-        for value in graph.values():
-            if value.graph is not graph:
-                continue  # captured from an enclosing graph: counted there
-            if value.const is not None and value not in graph.inputs:
-                continue  # initializers carry their own type
-            report.values += 1
-            if isinstance(value.type, TensorType) and value.type.shape is not None:
-                report.typed += 1
-    if strict and report.errors:
-        raise ShapeError("\n".join(map(str, report.errors)))
-    return report
+    resumable = Resumable(engine, interface, list(model.graph.inputs))
+    resumable.finish(types, strict=strict)
+    return resumable
+
+
+def _opsets(model: Model) -> dict[str, int]:
+    opsets = dict(model.opset_imports)
+    if "ai.onnx" in opsets:
+        opsets.setdefault("", opsets["ai.onnx"])
+    return opsets
+
+
+class Resumable:
+    """An inference that edits need not end: ``again`` infers the ops of the main graph that
+    edits touched since (``ir.Graph.touched_since``; an edit inside a body touches the op
+    holding it) and the readers of every value whose type, known elements or computed data
+    that changed, in topological order, and nothing else. A value not inferred again keeps
+    the type this inference gave it, which the caller keeps in ``Value._inferred``.
+
+    The result is what inference of the whole model would give, except for the names of
+    fresh unknown dims (numbered on from the last) and the order of the report's entries
+    (an op inferred again reports last); ``tests/shape_infer/test_resumable.py`` checks it
+    on real models after every pass of optimize."""
+
+    def __init__(
+        self, engine: _Engine, interface: dict[Value, Type | None], inputs: list[Value]
+    ) -> None:
+        self.engine = engine
+        self.interface = interface  # graph inputs whose unnamed dims inference named
+        self.inputs = inputs
+        self.mark = 0
+        self.inferred_again = 0  # ops, over every ``again``
+
+    def again(self, *, strict: bool = False, most: float = 0.5) -> InferReport | None:
+        """Bring the types up to date with the edits made since; None when a full inference
+        is needed instead: the main graph's inputs changed, a local function's body was
+        edited, or more than ``most`` of the main graph's ops (and over 64) were touched
+        (inferring all of them costs no more)."""
+        engine = self.engine
+        model = engine.model
+        main = model.graph
+        if main.inputs != self.inputs:
+            return None
+        dirty: set[Op] = set()
+        for graph in model.graphs():
+            touched = graph.touched_since(self.mark)
+            if not touched:
+                continue
+            if graph is main:
+                dirty.update(touched)
+                continue
+            body = graph
+            while body.parent is not None and body.parent is not main:
+                body = body.parent
+            if body.parent is not main or body.owner is None:
+                return None  # a local function's body: every call of it would change
+            dirty.add(body.owner)
+        if len(dirty) > max(most * len(main), 64):
+            return None
+        self._forget(dirty)
+        types: dict[Value, Type | None] = {}
+        scope = _Scope(main, _opsets(model), "", types, earlier=self._earlier)
+        uses = main._uses
+        for op in main.topo_order():
+            if op not in dirty:
+                continue
+            self.inferred_again += 1
+            outputs = op._outputs
+            before = []
+            for value in outputs:
+                if value is not None:
+                    known, const = engine.known.pop(value, None), engine.consts.pop(value, None)
+                    before.append((value._inferred, known, const))
+                    types[value] = value.type  # declared: what a whole inference merges with
+            engine.current = op
+            engine.infer_op(scope, op)
+            engine.current = None
+            at = 0
+            for value in outputs:
+                if value is None:
+                    continue
+                old_type, old_known, old_const = before[at]
+                at += 1
+                const = engine.consts.get(value)
+                if (
+                    types.get(value) != old_type
+                    or engine.known.get(value) != old_known
+                    or (const is None) != (old_const is None)
+                    or (const is not None and not _same_array(const, old_const))
+                ):
+                    for reader, _ in uses.get(value, ()):
+                        dirty.add(reader)
+        for value, t in types.items():
+            if t is not None and (value.const is None or value.type is not None):
+                value.type = t
+        for graph in model.graphs(functions=False):
+            for value in graph.values():
+                if value not in types and value._inferred is not None and value.const is None:
+                    value.type = value._inferred  # an initializer keeps its own (folded since)
+        self.finish(types, strict=strict)
+        return engine.report
+
+    def _earlier(self, value: Value) -> Type | None:
+        """A value's type when this round does not infer it again: as inference named a
+        graph input, an initializer's own, else the one kept from the last round."""
+        named = self.interface.get(value)
+        if named is not None:
+            return named
+        const = value.const
+        if const is not None and value._producer is None:
+            declared = value.type
+            if isinstance(declared, TensorType):
+                return declared
+            shape = tuple(const.shape) if isinstance(const, Tensor) else tuple(const.dims)
+            return TensorType(const.dtype, shape)
+        return value._inferred  # type: ignore[no-any-return]
+
+    def _forget(self, dirty: set[Op]) -> None:
+        """Drop the report entries of the ops to infer again and of the removed ops."""
+        engine = self.engine
+        dropped: set[int] = set()
+        for op in [op for op in engine.by_op if op in dirty or op._graph is None]:
+            dropped.update(id(entry) for _, entry in engine.by_op.pop(op))
+        if dropped:
+            report = engine.report
+            kinds: tuple[list[Any], ...] = (
+                report.errors,
+                report.stale,
+                report.assumptions,
+                report.notes,
+            )
+            for entries in kinds:
+                entries[:] = [e for e in entries if id(e) not in dropped]
+
+    def finish(self, types: dict[Value, Type | None], *, strict: bool) -> None:
+        """The report's known values and counts for the model as it is now; the edit mark
+        later edits are measured from. ``types``: what this round inferred."""
+        engine = self.engine
+        report = engine.report
+        known = engine.known
+        for value in [v for v in known if v._producer is None or v._producer._graph is None]:
+            del known[value]  # removed since
+        integer = {v: k for v, k in known.items() if _integer_typed(types.get(v) or v.type)}
+        report.static_values = {
+            v: tuple(k)  # type: ignore[arg-type]
+            for v, k in integer.items()
+            if all(isinstance(d, int) for d in k)
+        }
+        report.known_values = integer  # float shape values stay inside the engine
+        report.values = report.typed = 0
+        for graph in engine.model.graphs(functions=False):
+            for value in graph.values():
+                if value.graph is not graph:
+                    continue  # captured from an enclosing graph: counted there
+                if value.const is not None and value not in graph.inputs:
+                    continue  # initializers carry their own type
+                report.values += 1
+                if isinstance(value.type, TensorType) and value.type.shape is not None:
+                    report.typed += 1
+        # What the engine read of ops and initializers may change by the next round (a pass
+        # sets an attribute or an initializer's data in place): read again when needed. The
+        # attribute keys would also be most of the memory an inference kept.
+        engine.attr_keys = {}
+        engine.consts = {v: a for v, a in engine.consts.items() if v.const is None}
+        engine.constant_known.clear()
+        engine.graph_inputs.clear()
+        self.mark = ir.edit_mark()
+        if strict and report.errors:
+            raise ShapeError("\n".join(map(str, report.errors)))
+
+
+def _same_array(a: np.ndarray, b: np.ndarray | None) -> bool:
+    return b is not None and a.dtype == b.dtype and a.shape == b.shape and bool(np.all(a == b))

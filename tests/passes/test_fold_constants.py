@@ -12,6 +12,7 @@ from onnx import helper, numpy_helper
 from onnxforge.io import from_proto, load, save, to_proto
 from onnxforge.ir import Model, Tensor, verify
 from onnxforge.passes import FoldConstantsPass
+from onnxforge.shape_infer import Resumable
 from onnxforge.testing import model_from_text, run_onnxruntime
 
 HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
@@ -452,18 +453,24 @@ def test_the_next_pass_reuses_the_inference_made_after_the_last_fold(
 
     model = model_from_text(SHAPE_ARITHMETIC)
     inferred: list[int] = []
-    real_infer = _rewrite.infer
+    real_infer = _rewrite.infer_resumable
+    real_again = Resumable.again
 
     def counting_infer(*args: object, **kwargs: object) -> object:
         inferred.append(len(model.graph))
         return real_infer(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_rewrite, "infer", counting_infer)
+    def counting_again(self: Resumable, **kwargs: object) -> object:
+        inferred.append(-len(model.graph))  # brought up to date, not inferred whole
+        return real_again(self, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_rewrite, "infer_resumable", counting_infer)
+    monkeypatch.setattr(Resumable, "again", counting_again)
     result = FoldConstantsPass()(model)
     assert result.modified and result.inferred
-    assert inferred == [4, 1]  # before the fold, and the folded model (nothing more to fold)
+    assert inferred == [4, -1]  # before the fold, and the folded model (nothing more to fold)
     report = _rewrite.inference(model)
-    assert inferred == [4, 1] and report.ok  # the next pass infers nothing again
+    assert inferred == [4, -1] and report.ok  # the next pass infers nothing again
     assert model.graph.outputs[0].type.shape == (2, 3, 4)
 
 

@@ -17,7 +17,8 @@ from onnxforge.passes import (
     RemoveDefaultInputsPass,
     SimplifyShapeOpsPass,
 )
-from onnxforge.shape_infer import infer
+from onnxforge.passes._infra import note_change
+from onnxforge.shape_infer import Resumable, infer
 from onnxforge.testing import model_from_text
 
 MODEL = """<ir_version: 8, opset_import: ["" : 17]>
@@ -26,26 +27,48 @@ g (float[N, 4] x) => (float[N, 4] y) { r = Relu(x) y = Neg(r) }"""
 
 @pytest.fixture
 def inferences(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per inference of a whole model (``again`` counts the others)."""
     calls: list[int] = []
-    real = rewrite.infer
+    real = rewrite.infer_resumable
 
     def counting(model, **kw):  # type: ignore[no-untyped-def]
         calls.append(1)
         return real(model, **kw)
 
-    monkeypatch.setattr(rewrite, "infer", counting)
+    monkeypatch.setattr(rewrite, "infer_resumable", counting)
     return calls
 
 
-def test_passes_with_nothing_to_do_infer_once(inferences: list[int]) -> None:
+@pytest.fixture
+def again(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per inference brought up to date (``Resumable.again``): ops inferred again."""
+    calls: list[int] = []
+    real = Resumable.again
+
+    def counting(self, **kw):  # type: ignore[no-untyped-def]
+        before = self.inferred_again
+        report = real(self, **kw)
+        calls.append(self.inferred_again - before if report is not None else -1)
+        return report
+
+    monkeypatch.setattr(Resumable, "again", counting)
+    return calls
+
+
+def test_passes_with_nothing_to_do_infer_once(inferences: list[int], again: list[int]) -> None:
     model = model_from_text(MODEL)
     for p in (EliminateIdentityPass(), FuseBiasAddPass(), FuseMatMulAddPass()):
         assert not p(model).modified
-    assert len(inferences) == 1
+    assert len(inferences) == 1 and again == []
     assert model.graph.ops[0]._outputs[0].type is None  # declared types came back
 
 
-def test_a_change_makes_the_next_pass_infer_again(inferences: list[int]) -> None:
+def test_a_change_makes_the_next_pass_infer_what_it_touched(
+    inferences: list[int], again: list[int]
+) -> None:
+    """Two Transposes that undo each other go; the next pass infers the Relu that reads x
+    now and the first Transpose, which lost its reader (their types are the same, so nothing
+    after them), not the model. An edit by Graph's methods outside any pass is stamped too."""
     model = model_from_text(
         MODEL.replace(
             "r = Relu(x)",
@@ -54,13 +77,28 @@ def test_a_change_makes_the_next_pass_infer_again(inferences: list[int]) -> None
     )
     assert SimplifyShapeOpsPass()(model).modified
     FuseBiasAddPass()(model)
-    assert len(inferences) == 2
+    assert len(inferences) == 1 and again == [2]
     neg = model.graph.ops[-1]
-    # an edit outside any pass changes the graph's size: inferred again
-    model.graph.add_op("Relu", [model.graph.inputs[0]])
+    added = model.graph.add_op("Relu", [model.graph.inputs[0]])
     FuseMatMulAddPass()(model)
-    assert len(inferences) == 3
+    assert len(inferences) == 1 and again == [2, 1]
     assert neg.op_type == "Neg"
+    with rewrite.inferred_types(model):
+        assert added._outputs[0].type.shape == ("N", 4)
+        seen = {v.name: v.type for v in model.graph.values()}
+    fresh = io.from_proto(io.to_proto(model))
+    assert not infer(fresh).errors
+    assert seen == {v.name: v.type for v in fresh.graph.values()}
+
+
+def test_a_pass_that_is_not_journaled_makes_the_next_pass_infer_the_model(
+    inferences: list[int], again: list[int]
+) -> None:
+    model = model_from_text(MODEL)
+    rewrite.inference(model)
+    note_change()  # what a pass whose edits leave no stamp reports
+    rewrite.inference(model)
+    assert len(inferences) == 2 and again == []
 
 
 CARRIED = """<ir_version: 8, opset_import: ["" : 17]>
