@@ -8,6 +8,9 @@ included, so ``Reshape(x, Concat(Gather(Shape(x), 0), [-1]))`` gets ``[N, 12]``.
 
 Errors do not stop the walk: each is recorded with node, op version, input types and reason, the
 outputs stay unknown, and the report lists all of them at once.
+
+An inference can be kept (``infer_resumable``) and brought up to date after edits: only the ops
+the edits stamped, and the readers of what changed, are inferred again (``Resumable.again``).
 """
 
 from __future__ import annotations
