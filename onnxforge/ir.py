@@ -580,7 +580,8 @@ class Graph:
     def touch(self, op: Op) -> None:
         """Record an edit of ``op`` that the graph's methods do not make: an attribute set,
         a declared type of its output or the data of an initializer it reads changed in
-        place. Incremental inference and the fixed point's worklist revisit touched ops."""
+        place. Inference brought up to date after edits infers touched ops again
+        (``shape_infer.Resumable``)."""
         op._stamp = _edit_clock[0]
 
     def touched_since(self, mark: int) -> list[Op]:

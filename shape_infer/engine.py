@@ -420,14 +420,13 @@ class _Engine:
                 declared = value.type if isinstance(value.type, TensorType) else None
                 shape = tuple(const.shape) if isinstance(const, Tensor) else tuple(const.dims)
                 scope.types[value] = declared or TensorType(const.dtype, shape)
-        if scope.parent is not None or scope.depth:
-            for op in graph.topo_order():
-                self.infer_op(scope, op)
-            return
-        for op in graph.topo_order():  # the main graph: remember what each op reports
-            self.current = op
+        main = scope.parent is None and not scope.depth  # remember what each op reports
+        for op in graph.topo_order():
+            if main:
+                self.current = op
             self.infer_op(scope, op)
-        self.current = None
+        if main:
+            self.current = None
 
     def infer_body(
         self, graph: Graph, outer: _Scope, input_types: Sequence[Type | None]
@@ -1094,28 +1093,20 @@ class Resumable:
             if op not in dirty:
                 continue
             self.inferred_again += 1
-            outputs = op._outputs
-            before = []
-            for value in outputs:
+            before = {}
+            for value in op._outputs:
                 if value is not None:
                     known, const = engine.known.pop(value, None), engine.consts.pop(value, None)
-                    before.append((value._inferred, known, const))
+                    before[value] = (value._inferred, known, const)
                     types[value] = value.type  # declared: what a whole inference merges with
             engine.current = op
             engine.infer_op(scope, op)
             engine.current = None
-            at = 0
-            for value in outputs:
-                if value is None:
-                    continue
-                old_type, old_known, old_const = before[at]
-                at += 1
-                const = engine.consts.get(value)
+            for value, (old_type, old_known, old_const) in before.items():
                 if (
                     types.get(value) != old_type
                     or engine.known.get(value) != old_known
-                    or (const is None) != (old_const is None)
-                    or (const is not None and not _same_array(const, old_const))
+                    or not _same_array(engine.consts.get(value), old_const)
                 ):
                     for reader, _ in uses.get(value, ()):
                         dirty.add(reader)
@@ -1198,5 +1189,8 @@ class Resumable:
             raise ShapeError("\n".join(map(str, report.errors)))
 
 
-def _same_array(a: np.ndarray, b: np.ndarray | None) -> bool:
-    return b is not None and a.dtype == b.dtype and a.shape == b.shape and bool(np.all(a == b))
+def _same_array(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    """Both absent, or the same dtype, shape and elements."""
+    if a is None or b is None:
+        return a is b
+    return a.dtype == b.dtype and np.array_equal(a, b)
