@@ -1,10 +1,11 @@
-"""Synthetic graphs of any size for ``scale.py``: a chain of element-wise ops, a stack of
-transformer-style blocks, and a chain with If and Loop bodies. Weights are shared, so a
-million-node file stays small and the time goes to the graph, not to bytes."""
+"""Synthetic graphs of any size for ``scale.py``: a chain of element-wise ops (and one with
+a few Identities), a stack of transformer-style blocks, and a chain with If and Loop bodies.
+Weights are shared, so a million-node file stays small and the time goes to the graph, not
+to bytes."""
 
 from __future__ import annotations
 
-__all__ = ["FAMILIES", "blocks", "chain", "control"]
+__all__ = ["FAMILIES", "blocks", "chain", "control", "sparse"]
 
 from collections.abc import Callable
 
@@ -42,6 +43,20 @@ def chain(nodes: int) -> onnx.ModelProto:
     )
     return _model(graph)
 
+
+def sparse(nodes: int) -> onnx.ModelProto:
+    """The chain with one op in ``SPARSE_EVERY`` an Identity: little to clean up, as in a
+    large export. The first round removes the Identities; the second finds nothing, and
+    costs what looking at every op again costs unless a pass visits only what changed."""
+    model = chain(nodes)
+    for i in range(SPARSE_EVERY - 1, nodes - 1, SPARSE_EVERY):  # the last op stays
+        node = model.graph.node[i]
+        node.op_type = "Identity"
+        del node.input[1:]
+    return model
+
+
+SPARSE_EVERY = 1000
 
 BLOCK_NODES = 21
 
@@ -168,4 +183,5 @@ FAMILIES: dict[str, Callable[[int], onnx.ModelProto]] = {
     "chain": chain,
     "blocks": blocks,
     "control": control,
+    "sparse": sparse,
 }

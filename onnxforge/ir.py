@@ -35,6 +35,7 @@ __all__ = [
     "Value",
     "constant_tensor",
     "edit_mark",
+    "journal",
     "problems",
     "verify",
     "walk_graphs",
@@ -481,6 +482,7 @@ class Graph:
         self._source: Any = None
         self._names: set[str] | None = None  # fresh_name's record of the model's names
         self._order: list[Op] | None = None  # topo_order's last answer, until an edit
+        self._positions: dict[Op, int] | None = None  # topo_positions' last answer
         self._order_lost: bool = False  # ops were removed since: filter, no need to sort
         self._nx: nx.MultiDiGraph | None = None  # the networkx view, until an edit
 
@@ -583,6 +585,8 @@ class Graph:
         place. Inference brought up to date after edits infers touched ops again
         (``shape_infer.Resumable``)."""
         op._stamp = _edit_clock[0]
+        if _journals:
+            _journaled(op)
 
     def touched_since(self, mark: int) -> list[Op]:
         """This graph's ops that an edit touched after ``mark`` (``edit_mark``), in stored
@@ -637,6 +641,8 @@ class Graph:
     def _attach(self, op: Op, inputs: list[Value | None], outputs: list[Value | None]) -> None:
         op._graph = self
         op._stamp = _edit_clock[0]
+        if _journals:
+            _journaled(op)
         op._inputs = inputs
         op._outputs = outputs
         self._ops[op] = None
@@ -663,6 +669,8 @@ class Graph:
         op._stamp = stamp
         if value._producer is not None:
             value._producer._stamp = stamp  # one more reader
+        if _journals:
+            _journaled(op, value._producer)
         if isinstance(key, tuple):
             self._captured.setdefault(op, {})[value] = key
         self._reordered()
@@ -674,6 +682,8 @@ class Graph:
             if uses is None or (owner, capture_key) not in uses:
                 add_use(graph._uses, value, (owner, capture_key))
                 owner._stamp = stamp
+                if _journals:
+                    _journaled(owner)
                 graph._captured.setdefault(owner, {})[value] = capture_key
                 graph._values.setdefault(value)
             graph._reordered()
@@ -735,6 +745,8 @@ class Graph:
                 self._drop_value(value)
         op._outputs = op._outputs[:keep]
         op._stamp = _edit_clock[0]
+        if _journals:
+            _journaled(op)
 
     def set_output(self, op: Op, port: int, value: Value) -> Value | None:
         """Output ``port`` of ``op`` becomes ``value`` (a fresh one); the old value, returned,
@@ -744,6 +756,8 @@ class Graph:
             old._producer = None
         op._outputs[port] = value
         op._stamp = _edit_clock[0]
+        if _journals:
+            _journaled(op)
         value._producer = op
         self._values.setdefault(value)
         self._reordered()
@@ -773,6 +787,8 @@ class Graph:
                 continue
             for reader, _ in self._uses.get(value, ()):
                 reader._stamp = _edit_clock[0]  # it reads a constant now
+                if _journals:
+                    _journaled(reader)
             value.const = tensor
             if value not in self.outputs:
                 value.type = None  # the tensor says it; no value_info for an initializer
@@ -847,6 +863,8 @@ class Graph:
                 for changed in (old, new):  # is_graph_output changed for their producers
                     if changed._producer is not None:
                         changed._producer._stamp = _edit_clock[0]
+                        if _journals:
+                            _journaled(changed._producer)
         return count
 
     def rename(self, value: Value, name: str) -> None:
@@ -902,6 +920,7 @@ class Graph:
     def _reordered(self) -> None:
         """An edit that may change which orders are topological (an op or a use added)."""
         self._order = None
+        self._positions = None
 
     def _shrunk(self) -> None:
         """Ops were removed: the last order, less them, is still topological."""
@@ -925,6 +944,13 @@ class Graph:
         order = list(self._ops) if self.is_sorted() else self._sort()
         self._order = order
         return list(order)
+
+    def topo_positions(self) -> dict[Op, int]:
+        """Each op's place in ``topo_order``, kept like it: removals leave gaps, which order
+        the remaining ops the same (a pass visiting a few ops orders them by it)."""
+        if self._positions is None:
+            self._positions = {op: i for i, op in enumerate(self.topo_order())}
+        return self._positions
 
     def _sort(self) -> list[Op]:
         by_position = list(self._ops)
@@ -1129,6 +1155,28 @@ def no_gc() -> Iterator[None]:
 _edit_clock = [1]
 
 
+_journals: list[list[Op]] = []
+"""The open ``journal`` lists: every op an edit stamps is appended to each."""
+
+
+@contextlib.contextmanager
+def journal() -> Iterator[list[Op]]:
+    """Collect the ops edits touch while the block runs, in the order they are touched
+    (repeats kept): a pass that visits only what changed (``passes._worklist.visit``) learns
+    from it what its own edits made worth a visit."""
+    entries: list[Op] = []
+    _journals.append(entries)
+    try:
+        yield entries
+    finally:
+        _journals.remove(entries)
+
+
+def _journaled(*ops: Op | None) -> None:
+    for entries in _journals:
+        entries.extend(op for op in ops if op is not None)
+
+
 def edit_mark() -> int:
     """A point in the edit history: an op that an edit touches after it gets a ``_stamp``
     above it (``Graph.touched_since``). Graph's methods touch what they change; passes call
@@ -1147,6 +1195,8 @@ def _unuse(value: Value, op: Op, key: Key) -> None:
     op._stamp = stamp
     if value._producer is not None:
         value._producer._stamp = stamp  # one reader fewer
+    if _journals:
+        _journaled(op, value._producer)
     uses = graph._uses.get(value)
     if uses is not None:
         if isinstance(uses, list):
@@ -1156,6 +1206,12 @@ def _unuse(value: Value, op: Op, key: Key) -> None:
             uses.pop((op, key), None)
         if not uses:
             del graph._uses[value]
+        elif value._producer is None and len(uses) == 1:
+            # An initializer or input with one reader left: that reader may own it now.
+            for reader, _ in uses:
+                reader._stamp = stamp
+                if _journals:
+                    _journaled(reader)
 
 
 SMALL_USES = 8

@@ -64,6 +64,10 @@ class Pass(abc.ABC):
     """True for a pass whose every edit leaves a stamp on the op it changes (Graph's methods
     do; ``Graph.touch`` for what it changes by hand): inference after it infers again only
     the ops it touched and what their new types reach (``shape_infer.Resumable``)."""
+    focus: int | None = None
+    """Set by a fixed point for a journaled pass's later runs: the edit mark taken when it
+    last started. The pass then need only visit the ops touched since, and what is near
+    them (``_worklist.visit``); None: every op."""
     keeps_types: ClassVar[bool] = False
     """True for a pass that only removes or merges ops, so that whatever read a removed value
     reads one of the same type: the inference made before it stands for the model it leaves
@@ -162,17 +166,26 @@ class Instrument(Protocol):
 
 class FixedPoint(Pass):
     """Run ``passes`` in order, again and again until none of them changes the model, at
-    most ``max_iterations`` rounds. Stats are the passes' own, prefixed with their name,
-    plus ``iterations``; a cap reached with changes still coming is logged. ``rows`` sums
+    most ``max_iterations`` rounds. From the second round on, each pass visits only the ops
+    touched since it last started and what is near them (``worklist``: as MLIR's greedy
+    pattern driver revisits only what a rewrite touched). Stats are the passes' own,
+    prefixed with their name, plus ``iterations``; a cap reached with changes still coming
+    is logged. ``rows`` sums
     each inner pass over the rounds: its time, the ops before its first run, and after it
     that count changed by what its own runs added and removed (not what the passes between
     them did, so a pass that changed nothing shows the same count twice)."""
 
     name: ClassVar[str] = "fixed-point"
 
-    def __init__(self, passes: Sequence[Pass], *, max_iterations: int = 8) -> None:
+    def __init__(
+        self, passes: Sequence[Pass], *, max_iterations: int = 8, worklist: bool = True
+    ) -> None:
         self.passes = list(passes)
         self.max_iterations = max_iterations
+        self.worklist = worklist
+        """From the second round on, a pass visits only the ops touched since it last
+        started (``Pass.focus``), when every pass is journaled: a round that finds little
+        costs little. False: every pass visits every op every round."""
         self.verify_each = False  # set by the PassManager that runs it
         self.instruments: Sequence[Instrument] = ()
         self.rows: list[Row] = []
@@ -181,10 +194,12 @@ class FixedPoint(Pass):
         result = PassResult(model)
         rows = {p.name: Row(f"  {p.name}", False, 0.0, 0, 0, {}) for p in self.passes}
         first = True
+        incremental = self.worklist and all(p.journaled for p in self.passes)
+        started: list[int | None] = [None] * len(self.passes)
         for i in range(1, self.max_iterations + 1):
             result.stats["iterations"] += 1
             changed = False
-            for p in self.passes:
+            for index, p in enumerate(self.passes):
                 row = rows[p.name]
                 before = _count_ops(model)
                 if first:
@@ -192,12 +207,16 @@ class FixedPoint(Pass):
                 start = time.perf_counter()
                 for instrument in self.instruments:
                     instrument.before_pass(p, model)
+                p.focus = started[index] if incremental else None
+                started[index] = ir.edit_mark()
                 try:
                     step = p(model)
                     if self.verify_each:
                         ir.verify(model)
                 except OnnxForgeError as e:
                     raise PassError(f"pass {p.name} (iteration {i}): {e}") from e
+                finally:
+                    p.focus = None
                 for instrument in self.instruments:
                     instrument.after_pass(p, model, step)
                 row.seconds += time.perf_counter() - start

@@ -39,6 +39,7 @@ from onnxforge.ir import (
     TensorType,
     Value,
     constant_tensor,
+    edit_mark,
     walk_graphs,
 )
 from onnxforge.passes._infra import inference_key, inferences, untracked_changes, verified
@@ -215,11 +216,30 @@ def inference(model: Model, *, strict: bool = False, again: bool = True) -> Infe
     if report is None:
         resumable = infer_resumable(model, strict=strict, verify=not verified(model))
         report = resumable.engine.report
+        if again and cached is not None:  # a pass asks: later passes may visit what changed
+            _touch_changed(model, cached[1].engine.report, report)
+            resumable.mark = edit_mark()  # what it touched is inferred already
     values = [v for g in model.graphs() for v in g.values()]
     for value in values:
         value._inferred = value.type
     inferences[model] = (key, resumable, values, untracked)
     return report
+
+
+def _touch_changed(model: Model, old: InferReport, new: InferReport) -> None:
+    """Touch the readers of every value whose type or known elements a whole inference
+    changed from the last one's (kept in ``Value._inferred``): a pass that visits only what
+    changed (``_worklist.visit``) looks at them again."""
+    old_known, new_known = old.known_values, new.known_values
+    for graph in model.graphs():
+        uses = graph._uses
+        for value in graph.values():
+            before, now = value._inferred, value.type
+            if (before is not now and before != now) or old_known.get(value) != new_known.get(
+                value
+            ):
+                for reader, _ in uses.get(value, ()):
+                    graph.touch(reader)
 
 
 @contextmanager

@@ -8,7 +8,7 @@ __all__ = ["EliminateCommonSubexpressionsPass"]
 import hashlib
 import logging
 from collections import defaultdict
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -17,6 +17,7 @@ from onnxforge.ir import AttrRef, Graph, Model, Op, Tensor, Value
 from onnxforge.kernels import NONDETERMINISTIC
 from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
 from onnxforge.passes._rewrite import STANDARD_DOMAINS, is_graph_output, refresh_captures
+from onnxforge.passes._worklist import visit
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ class EliminateCommonSubexpressionsPass(Pass):
         """Cases 2 and 3."""
         seen: dict[Hashable, Op] = {}
         heads: dict[Hashable, Hashable] = {}
-        for op in graph.topo_order():
+        for op in visit(graph, self.focus, near=_same_inputs):
             key = _op_key(op, heads)
             if key is None:
                 continue
@@ -108,6 +109,20 @@ class EliminateCommonSubexpressionsPass(Pass):
             graph.remove_op(drop)
             seen[key] = keep
             result.note("ops_merged", label)
+
+
+def _same_inputs(graph: Graph, op: Op) -> Iterator[Op]:
+    """``op`` and the ops that may duplicate it: the other readers of its least read input
+    (a duplicate reads them all), or, for an op without inputs, every such op."""
+    yield op
+    inputs = [v for v in op._inputs if v is not None]
+    if not inputs:
+        yield from (other for other in graph._ops if not any(other._inputs))
+        return
+    uses = graph._uses
+    fewest = min(inputs, key=lambda v: len(uses.get(v, ())))
+    for reader, _ in uses.get(fewest, ()):
+        yield reader
 
 
 def _raw(tensor: Tensor) -> np.ndarray:

@@ -10,6 +10,7 @@ from typing import ClassVar
 
 from onnxforge.ir import Function, Graph, Model, Op, walk_graphs
 from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
+from onnxforge.passes._worklist import visit
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class EliminateDeadCodePass(Pass):
             self._sweep(graph, result)
             if graph.parent is not None and graph.owner is not None:
                 graph.parent.refresh_captures(graph.owner)
-        called = _called(model)
+        called = _called(model) if model.functions else set()
         if any(fn.key not in called for fn in model.functions):
             for fn in model.functions:
                 if fn.key not in called:
@@ -56,7 +57,7 @@ class EliminateDeadCodePass(Pass):
         return result
 
     def _sweep(self, graph: Graph, result: PassResult) -> None:
-        for op in reversed(graph.topo_order()):
+        for op in visit(graph, self.focus, near=_itself, reverse=True):
             if self._dead(graph, op):
                 name = node_label(op)
                 graph.remove_op(op)  # its inputs' producers come later in this reverse order
@@ -70,6 +71,12 @@ class EliminateDeadCodePass(Pass):
         if op.domain not in PURE_DOMAINS and (op.domain, op.op_type, op.overload) not in self.pure:
             return False
         return all(v is None or not graph.is_used(v) for v in op._outputs)
+
+
+def _itself(graph: Graph, op: Op) -> tuple[Op]:
+    """An op dies only by a touch of its own: its last reader went, or its output stopped
+    being a graph output (the removals in a run touch the producers they leave unread)."""
+    return (op,)
 
 
 PURE_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml"})

@@ -23,6 +23,7 @@ from onnxforge.passes._rewrite import (
     shape_of,
     since,
 )
+from onnxforge.passes._worklist import visit
 from onnxforge.shape_infer.symbolic import same_dim
 
 logger = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ class EliminateIdentityPass(Pass):
         result = PassResult(model)
         with inferred_types(model):
             for graph, opset in graphs_with_opset(model):
-                for op in graph.topo_order():
+                for op in visit(graph, self.focus):
                     check = CHECKS.get(op.op_type)
                     version = since(op, opset)
                     if check is None or version is None or op._graph is not graph:

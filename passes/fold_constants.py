@@ -14,9 +14,20 @@ import numpy as np
 
 from onnxforge import kernels
 from onnxforge.errors import KernelError, OnnxForgeError
-from onnxforge.ir import DType, Graph, Model, Op, Tensor, TensorType, Value, constant_tensor
+from onnxforge.ir import (
+    DType,
+    Graph,
+    Model,
+    Op,
+    Tensor,
+    TensorType,
+    Value,
+    constant_tensor,
+    edit_mark,
+)
 from onnxforge.passes._infra import Pass, PassResult, node_label, note_change, register_pass
 from onnxforge.passes._rewrite import inference
+from onnxforge.passes._worklist import visit
 
 logger = logging.getLogger(__name__)
 
@@ -115,10 +126,13 @@ class FoldConstantsPass(Pass):
         declared = {v: v.type for g in model.graphs() for v in g.values()}
         done = ("folded", "ifs_inlined", "constants")
         last = PassResult(model)
+        focus = self.focus
         for _ in range(MAX_ROUNDS):
+            started = edit_mark()
             self.static = inference(model).static_values  # sizes before any kernel runs
             last = PassResult(model)
-            self._fold_graph(model.graph, opsets, last)
+            self._fold_graph(model.graph, opsets, last, focus)
+            focus = started  # the next round looks at what this one touched
             for key in done:
                 if last.stats[key]:
                     result.stats[key] += last.stats[key]
@@ -141,8 +155,10 @@ class FoldConstantsPass(Pass):
         return result
 
     # -- per graph -------------------------------------------------------------------------
-    def _fold_graph(self, graph: Graph, opsets: dict[str, int], result: PassResult) -> None:
-        for op in graph.topo_order():
+    def _fold_graph(
+        self, graph: Graph, opsets: dict[str, int], result: PassResult, focus: int | None
+    ) -> None:
+        for op in visit(graph, focus):
             if op._graph is not graph:
                 continue  # removed by an earlier fold in this round
             if op.op_type == "If" and op.domain in ("", "ai.onnx"):
@@ -157,7 +173,7 @@ class FoldConstantsPass(Pass):
                     result.note("ifs_inlined", label)
                     continue
             for sub in op.subgraphs():
-                self._fold_graph(sub, opsets, result)
+                self._fold_graph(sub, opsets, result, focus)
             self._try_fold(graph, op, opsets, result)
 
     def _constant(self, value: Value | None) -> np.ndarray | None:

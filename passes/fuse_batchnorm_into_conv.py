@@ -23,6 +23,7 @@ from onnxforge.passes._rewrite import (
     set_input,
     since,
 )
+from onnxforge.passes._worklist import visit
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class FuseBatchNormIntoConvPass(Pass):
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
         for graph, opset in graphs_with_opset(model):
-            for op in graph.topo_order():
+            for op in visit(graph, self.focus):
                 if op.op_type == "BatchNormalization" and op._graph is graph:
                     label = node_label(op)
                     if self._fuse(graph, op, since(op, opset)):
@@ -121,7 +122,7 @@ class FuseMulIntoConvPass(Pass):
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
         for graph, opset in graphs_with_opset(model):
-            for op in graph.topo_order():
+            for op in visit(graph, self.focus):
                 # Mul-1/6 align S at `axis`, not at the back: only numpy broadcasting (7+)
                 if op.op_type == "Mul" and op._graph is graph and (since(op, opset) or 0) >= 7:
                     label = node_label(op)

@@ -24,6 +24,7 @@ from onnxforge.passes._rewrite import (
     shape_of,
     since,
 )
+from onnxforge.passes._worklist import visit
 from onnxforge.passes.fuse_batchnorm_into_conv import FLOATS, replace_weight
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ class FuseBiasAddPass(Pass):
         result = PassResult(model)
         with inferred_types(model):
             for graph, opset in graphs_with_opset(model):
-                for op in graph.topo_order():
+                for op in visit(graph, self.focus):
                     if op.op_type != "Add" or op._graph is not graph or len(op._inputs) != 2:
                         continue
                     if (since(op, opset) or 0) < 7:

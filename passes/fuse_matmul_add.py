@@ -21,6 +21,7 @@ from onnxforge.passes._rewrite import (
     shape_of,
     since,
 )
+from onnxforge.passes._worklist import visit
 from onnxforge.shape_infer.symbolic import same_dim
 
 logger = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class FuseMatMulAddPass(Pass):
             for graph, opset in graphs_with_opset(model):
                 if opset < 7:
                     continue
-                for op in graph.topo_order():
+                for op in visit(graph, self.focus):
                     if op.op_type != "Add" or op._graph is not graph or len(op._inputs) != 2:
                         continue
                     if (since(op, opset) or 0) < 7:

@@ -6,6 +6,7 @@ from __future__ import annotations
 __all__ = ["MergeParallelMatMulsPass"]
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -25,6 +26,7 @@ from onnxforge.passes._rewrite import (
     shape_of,
     since,
 )
+from onnxforge.passes._worklist import neighbours, visit
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +73,7 @@ class MergeParallelMatMulsPass(Pass):
             for graph, opset in graphs_with_opset(model):
                 if opset < 2:
                     continue
-                for group in _groups(graph, opset):
+                for group in _groups(graph, opset, self.focus):
                     label = node_label(group[0].matmul)
                     if _merge(graph, group, opset):
                         result.note("matmuls_merged", label)
@@ -83,10 +85,11 @@ class MergeParallelMatMulsPass(Pass):
         return result
 
 
-def _groups(graph: Graph, opset: int) -> list[list[_Member]]:
-    """MatMuls of this graph by a weight of case 1, grouped by input, K and dtype."""
+def _groups(graph: Graph, opset: int, focus: int | None) -> list[list[_Member]]:
+    """MatMuls of this graph by a weight of case 1, grouped by input, K and dtype (``focus``:
+    see ``_worklist.visit``)."""
     groups: dict[tuple[Value, int, int], list[_Member]] = {}
-    for op in graph.topo_order():
+    for op in visit(graph, focus, near=_near_siblings):
         if op.op_type != "MatMul" or op.domain not in STANDARD_DOMAINS or len(op._inputs) != 2:
             continue
         x, w_value = op._inputs
@@ -99,6 +102,17 @@ def _groups(graph: Graph, opset: int) -> list[list[_Member]]:
     for members in found:
         _find_biases(graph, members, opset)
     return found
+
+
+def _near_siblings(graph: Graph, op: Op) -> Iterator[Op]:
+    """Near a touched op: its neighbours, and every MatMul reading the first input of a
+    MatMul among them (the group it may join)."""
+    for near in neighbours(graph, op):
+        yield near
+        if near.op_type == "MatMul" and near._inputs and near._inputs[0] is not None:
+            for reader, _ in graph._uses.get(near._inputs[0], ()):
+                if reader.op_type == "MatMul":
+                    yield reader
 
 
 def _owned_constant(graph: Graph, value: Value | None, reader: Op) -> np.ndarray | None:

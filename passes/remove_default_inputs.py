@@ -13,6 +13,7 @@ import numpy as np
 from onnxforge.ir import Graph, Model, Tensor, Value
 from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
 from onnxforge.passes._rewrite import constant, graphs_with_opset, refresh_captures, since
+from onnxforge.passes._worklist import visit
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class RemoveDefaultInputsPass(Pass):
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
         for graph, opset in graphs_with_opset(model):
-            for op in graph.topo_order():
+            for op in visit(graph, self.focus):
                 version = since(op, opset)
                 ports = ZERO_PORTS.get(op.op_type, ())
                 if op.op_type == "Gemm" and version is not None and version >= 11:

@@ -6,6 +6,7 @@ from __future__ import annotations
 __all__ = ["SimplifyShapeOpsPass"]
 
 import logging
+from collections.abc import Iterator
 from typing import ClassVar
 
 import numpy as np
@@ -28,6 +29,7 @@ from onnxforge.passes._rewrite import (
     since,
 )
 from onnxforge.passes._squeeze import squeeze_chain, squeeze_pair
+from onnxforge.passes._worklist import Near, neighbours, visit
 from onnxforge.shape_infer.symbolic import same_dim
 
 logger = logging.getLogger(__name__)
@@ -78,7 +80,8 @@ class SimplifyShapeOpsPass(Pass):
             known = report.known_values if fixed else {}
             for graph, opset in graphs_with_opset(model):
                 seen: dict[tuple[object, ...], Value] = {}
-                for op in graph.topo_order():
+                near = _near_same_known(graph, known) if self.focus is not None else neighbours
+                for op in visit(graph, self.focus, near=near):
                     version = since(op, opset)
                     if version is None or op._graph is not graph:
                         continue
@@ -218,19 +221,46 @@ def _in_loop(graph: Graph) -> bool:
     return False
 
 
+def _known_key(value: Value | None, known_values: KnownValues) -> tuple[object, ...] | None:
+    """What Case 5 compares: dtype, shape and known elements, when all are known."""
+    known = known_values.get(value) if value is not None else None
+    if value is None or known is None or any(d is None for d in known):
+        return None
+    t = value.type
+    if not isinstance(t, TensorType) or t.shape is None:
+        return None
+    return (t.dtype, t.shape, known)
+
+
+def _near_same_known(graph: Graph, known_values: KnownValues) -> Near:
+    """Case 5 merges a value into the first one with its key: when an op is touched, the
+    producers of every value with the key of one of its outputs are near it too."""
+    producers: dict[tuple[object, ...], list[Op]] = {}
+    for value in known_values:
+        producer = value._producer
+        key = _known_key(value, known_values) if producer is not None else None
+        if key is not None and producer is not None and producer._graph is graph:
+            producers.setdefault(key, []).append(producer)
+
+    def near(graph: Graph, op: Op) -> Iterator[Op]:
+        yield from neighbours(graph, op)
+        for value in op._outputs:
+            key = _known_key(value, known_values)
+            if key is not None:
+                yield from producers.get(key, ())
+
+    return near
+
+
 def _same_known(
     graph: Graph, op: Op, known_values: KnownValues, seen: dict[tuple[object, ...], Value]
 ) -> bool:
     """Case 5: the op's outputs that equal an earlier value read it instead."""
     merged = False
     for value in op._outputs:
-        known = known_values.get(value) if value is not None else None
-        if value is None or known is None or any(d is None for d in known):
+        key = _known_key(value, known_values)
+        if value is None or key is None:
             continue
-        t = value.type
-        if not isinstance(t, TensorType) or t.shape is None:
-            continue
-        key = (t.dtype, t.shape, known)
         earlier = seen.setdefault(key, value)
         if earlier is not value and not is_graph_output(graph, value):
             graph.replace_all_uses(value, earlier)

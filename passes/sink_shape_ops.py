@@ -6,6 +6,7 @@ from __future__ import annotations
 __all__ = ["ELEMENTWISE", "SinkShapeOpsPass"]
 
 import logging
+from collections.abc import Iterator
 from typing import ClassVar
 
 from onnxforge.ir import Graph, Model, Op, Shape, TensorType, Value
@@ -22,6 +23,7 @@ from onnxforge.passes._rewrite import (
     shape_of,
     since,
 )
+from onnxforge.passes._worklist import Near, neighbours, visit
 from onnxforge.shape_infer.symbolic import same_dim
 
 logger = logging.getLogger(__name__)
@@ -83,7 +85,7 @@ class SinkShapeOpsPass(Pass):
             for graph, opset in graphs_with_opset(model):
                 if opset < 7:
                     continue
-                for op in graph.topo_order():
+                for op in visit(graph, self.focus, near=_near_region()):
                     if op._graph is not graph or op.domain not in STANDARD_DOMAINS:
                         continue
                     if op.op_type not in RESHAPES and op.op_type != "Transpose":
@@ -151,6 +153,35 @@ def _sink(graph: Graph, op: Op, opset: int, result: PassResult) -> list[Value] |
         graph.remove_op(op)
         result.note(f"{op.op_type.lower()}s_removed", node_label(op))
     return values
+
+
+def _near_region() -> Near:
+    """A touch anywhere in a region, or at a reader after it, may let the Reshape or
+    Transpose before it sink: near an op are the ones found walking up from it through
+    elementwise ops (at most ``MAX_REGION`` deep; an op is walked again in a run only
+    from nearer)."""
+    walked: dict[Op, int] = {}  # the least depth each op was walked from
+
+    def near(graph: Graph, op: Op) -> Iterator[Op]:
+        yield from neighbours(graph, op)
+        todo = [(op, 0)]
+        while todo:
+            current, depth = todo.pop()
+            if depth > MAX_REGION or walked.get(current, MAX_REGION + 1) <= depth:
+                continue
+            walked[current] = depth
+            for value in current._inputs:
+                producer = value._producer if value is not None else None
+                if producer is None or producer._graph is not graph:
+                    continue
+                if producer.domain not in STANDARD_DOMAINS:
+                    continue
+                if producer.op_type in RESHAPES or producer.op_type == "Transpose":
+                    yield producer
+                elif producer.op_type in ELEMENTWISE:
+                    todo.append((producer, depth + 1))
+
+    return near
 
 
 def _region(graph: Graph, r: Value, rank: int) -> tuple[dict[Op, None], list[Value]]:

@@ -1045,6 +1045,10 @@ class Resumable:
     that changed, in topological order, and nothing else. A value not inferred again keeps
     the type this inference gave it, which the caller keeps in ``Value._inferred``.
 
+    It touches (``Graph.touch``) the readers of every value whose facts changed, and every
+    op holding a body it inferred again: a pass visiting only what changed since its last
+    run (``passes._worklist``) looks at them.
+
     The result is what inference of the whole model would give, except for the names of
     fresh unknown dims (numbered on from the last) and the order of the report's entries
     (an op inferred again reports last); ``tests/shape_infer/test_resumable.py`` checks it
@@ -1102,6 +1106,8 @@ class Resumable:
             engine.current = op
             engine.infer_op(scope, op)
             engine.current = None
+            if op.attrs and any(True for _ in op.subgraphs()):
+                main.touch(op)  # its bodies' types may have changed: look at them again
             for value, (old_type, old_known, old_const) in before.items():
                 if (
                     types.get(value) != old_type
@@ -1110,6 +1116,7 @@ class Resumable:
                 ):
                     for reader, _ in uses.get(value, ()):
                         dirty.add(reader)
+                        main.touch(reader)  # what it reads changed: passes look at it again
         for value, t in types.items():
             if t is not None and (value.const is None or value.type is not None):
                 value.type = t
