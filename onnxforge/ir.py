@@ -482,7 +482,6 @@ class Graph:
         self._source: Any = None
         self._names: set[str] | None = None  # fresh_name's record of the model's names
         self._order: list[Op] | None = None  # topo_order's last answer, until an edit
-        self._positions: dict[Op, int] | None = None  # topo_positions' last answer
         self._order_lost: bool = False  # ops were removed since: filter, no need to sort
         self._nx: nx.MultiDiGraph | None = None  # the networkx view, until an edit
 
@@ -920,7 +919,6 @@ class Graph:
     def _reordered(self) -> None:
         """An edit that may change which orders are topological (an op or a use added)."""
         self._order = None
-        self._positions = None
 
     def _shrunk(self) -> None:
         """Ops were removed: the last order, less them, is still topological."""
@@ -944,13 +942,6 @@ class Graph:
         order = list(self._ops) if self.is_sorted() else self._sort()
         self._order = order
         return list(order)
-
-    def topo_positions(self) -> dict[Op, int]:
-        """Each op's place in ``topo_order``, kept like it: removals leave gaps, which order
-        the remaining ops the same (a pass visiting a few ops orders them by it)."""
-        if self._positions is None:
-            self._positions = {op: i for i, op in enumerate(self.topo_order())}
-        return self._positions
 
     def _sort(self) -> list[Op]:
         by_position = list(self._ops)

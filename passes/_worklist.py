@@ -5,7 +5,6 @@ from __future__ import annotations
 
 __all__ = ["SWEEP_SHARE", "Near", "neighbours", "touched", "visit"]
 
-import heapq
 import logging
 from collections.abc import Callable, Iterable, Iterator
 
@@ -64,39 +63,29 @@ def visit(
     still ahead, so that rewrites cascade within one run as they do over every op. A body
     whose holder was touched is visited whole (its inputs' types may have changed).
 
-    This gives what visiting every op gives provided every rewrite a pass makes at an op
-    depends only on ops ``near`` it could have become possible only by a touch there
-    (``tests/passes/test_worklist.py`` checks it on real models)."""
+    That finds what visiting every op finds as long as a rewrite at an op can only have
+    become possible through a touch of an op it is ``near`` to: each pass says what is
+    near for its rewrites (``tests/passes/test_worklist.py`` compares the two on real
+    models). The walk is the order's; only ops in the worklist are looked at."""
     order = graph.topo_order()
     start = None if since is None or _holder_touched(graph, since) else touched(graph, since)
     if start is None or len(start) * SWEEP_SHARE > len(order):
         yield from reversed(order) if reverse else order
         return
-    position = graph.topo_positions()
-    sign = -1 if reverse else 1
     queued: set[Op] = set()
-    heap: list[tuple[int, Op]] = []
 
-    def push(anchors: Iterable[Op], behind: float) -> None:
+    def add(anchors: Iterable[Op]) -> None:
         for anchor in anchors:
-            for op in near(graph, anchor):
-                if op in queued:
-                    continue
-                at = position.get(op)
-                if at is None or sign * at <= behind:
-                    continue  # made by this run, or already passed: the next run visits it
-                queued.add(op)
-                heapq.heappush(heap, (sign * at, op))
+            queued.update(near(graph, anchor))
 
+    add(start)
     with ir.journal() as edits:
-        push(start, float("-inf"))
-        while heap:
-            key, op = heapq.heappop(heap)
-            if op._graph is not graph:
-                continue  # removed by a rewrite before its turn
+        for op in reversed(order) if reverse else order:
+            if op not in queued or op._graph is not graph:
+                continue  # not near a touch, or removed by a rewrite before its turn
             yield op
-            if edits:
-                push(edits, key)
+            if edits:  # what they touch ahead is visited in this run, behind in the next
+                add(edits)
                 edits.clear()
 
 
