@@ -25,8 +25,10 @@ def _model(graph: onnx.GraphProto) -> onnx.ModelProto:
 
 def chain(nodes: int) -> onnx.ModelProto:
     """x[N, 8] through Add, Mul, Relu, Sub with a broadcast constant [8], repeated: nothing to
-    simplify."""
-    c = numpy_helper.from_array(np.linspace(0.5, 1.5, 8, dtype=np.float32), "c")
+    simplify. The constant is below 1, so each Add-Mul-Relu-Sub shrinks differences and the
+    outputs stay finite at any length (comparing them on onnxruntime means something; with
+    constants up to 1.5 every output of the 10k chain overflowed)."""
+    c = numpy_helper.from_array(np.linspace(0.5, 0.95, 8, dtype=np.float32), "c")
     made = []
     prev = "x"
     for i in range(nodes):
