@@ -170,10 +170,10 @@ class FixedPoint(Pass):
     touched since it last started and what is near them (``worklist``: as MLIR's greedy
     pattern driver revisits only what a rewrite touched). Stats are the passes' own,
     prefixed with their name, plus ``iterations``; a cap reached with changes still coming
-    is logged. ``rows`` sums
-    each inner pass over the rounds: its time, the ops before its first run, and after it
-    that count changed by what its own runs added and removed (not what the passes between
-    them did, so a pass that changed nothing shows the same count twice)."""
+    is logged. ``rows`` sums each inner pass over the rounds: its time, the ops before its
+    first run, and after it that count changed by what its own runs added and removed (not
+    what the passes between them did, so a pass that changed nothing shows the same count
+    twice)."""
 
     name: ClassVar[str] = "fixed-point"
 

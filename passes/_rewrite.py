@@ -235,9 +235,8 @@ def _touch_changed(model: Model, old: InferReport, new: InferReport) -> None:
         uses = graph._uses
         for value in graph.values():
             before, now = value._inferred, value.type
-            if (before is not now and before != now) or old_known.get(value) != new_known.get(
-                value
-            ):
+            changed = before is not now and before != now
+            if changed or old_known.get(value) != new_known.get(value):
                 for reader, _ in uses.get(value, ()):
                     graph.touch(reader)
 
