@@ -246,15 +246,19 @@ def inferred_types(model: Model) -> Iterator[InferReport]:
     """Type every value for the duration of a pass (see ``inference``); declared types come
     back afterwards (a pass adds no value_info), except on graph outputs, which keep the
     inferred ones."""
-    before = [v for g in model.graphs() for v in g.values()]  # what the pass may not retype
+    before = [v for g in model.graphs() for v in g._values]  # what the pass may not retype
     declared = {v: t for v in before if (t := v.type) is not None}
     report = inference(model)
     try:
         yield report
-    finally:
+    finally:  # a loop over every value per pass: kept to lookups (0.5 s of 2.4 s before)
+        now = set(model.graphs())
+        outputs = {v for g in now for v in g.outputs if v._graph is g}
         for value in before:
-            graph = value.graph  # its own graph: outer values are theirs, inlined bodies' ours
-            if graph is None or value not in graph._values or is_graph_output(graph, value):
+            graph = value._graph  # its own graph: outer values are theirs, inlined bodies' ours
+            if graph is None or value not in graph._values:
+                continue
+            if value in outputs or (graph not in now and is_graph_output(graph, value)):
                 continue  # outputs keep inferred types
             value.type = declared.get(value)
 
