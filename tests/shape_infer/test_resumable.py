@@ -27,38 +27,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 import scale_graphs  # noqa: E402
+from edit_cases import EDIT_CASES  # noqa: E402
 from real_models import exported_models  # noqa: E402
 
 FIXTURES = sorted((ROOT / "tests" / "data" / "exporters").rglob("*.onnx"))
 ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 UNKNOWN = re.compile(r"unk__\d+")
 
-CASES = {
-    "nonzero": """<ir_version: 8, opset_import: ["" : 17]>
-    g (float[N, 4] x) => (float[?, ?] y) {
-        i = Identity(x) a = Relu(i) nz = NonZero(a) t = Transpose<perm=[1, 0]>(nz)
-        u = Transpose<perm=[1, 0]>(t) s = Shape(u) c = Cast<to=1>(s) y = Reshape(c, s)
-    }""",
-    "if_body": """<ir_version: 8, opset_import: ["" : 17]>
-    g (float[N, 4] x, bool b) => (float[N, 4] y) {
-        r = Relu(x)
-        y = If(b) <
-            then_branch = t () => (float[N, 4] ty) {
-                i = Identity(r) ty = Neg(i)
-            },
-            else_branch = e () => (float[N, 4] ey) {
-                p = Transpose<perm=[1, 0]>(r) q = Transpose<perm=[1, 0]>(p) ey = Abs(q)
-            }
-        >
-    }""",
-    "function": """<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
-    g (float[N, 4] x) => (float[N, 4] y) {
-        t = Transpose<perm=[1, 0]>(x) u = Transpose<perm=[1, 0]>(t) a = local.twice(u)
-        y = Relu(a)
-    }
-    <domain: "local", opset_import: ["" : 17]>
-    twice (v) => (w) { c = Constant<value = float {2.0}>() w = Mul(v, c) }""",
-}
+CASES = EDIT_CASES
 
 
 def _canonical(model: Model) -> dict[str, str]:
