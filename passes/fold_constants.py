@@ -7,7 +7,7 @@ __all__ = ["DEFAULT_FOLD_LIMIT", "FoldConstantsPass", "parse_size"]
 
 import logging
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from typing import ClassVar
 
 import numpy as np
@@ -108,6 +108,7 @@ class FoldConstantsPass(Pass):
         self.static: dict[Value, tuple[int, ...]] = {}
         self.budget = 0  # bytes folds over the limit may still add (GROWTH_BUDGET)
         self._budget_of: Model | None = None  # the model it was measured on, once
+        self._refused: dict[Op, str] = {}  # each op's refusal as last seen, over the rounds
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
@@ -127,6 +128,8 @@ class FoldConstantsPass(Pass):
         done = ("folded", "ifs_inlined", "constants")
         last = PassResult(model)
         focus = self.focus
+        if focus is None:
+            self._refused = {}  # every op is visited: refusals are seen afresh
         for _ in range(MAX_ROUNDS):
             started = edit_mark()
             self.static = inference(model).static_values  # sizes before any kernel runs
@@ -142,11 +145,12 @@ class FoldConstantsPass(Pass):
                 break
             result.modified = True
             note_change(tracked=True)  # the next round infers what folding touched
-        # Refusals as the last round saw them: ops are revisited every round.
-        for key, count in last.stats.items():
-            if key not in done:
-                result.stats[key] = count
-                result.details[key] = last.details[key]
+        # The refusals of the ops still there, each as last seen: a round after the first
+        # visits only what folding touched, so an op refused before may not be seen again.
+        for op in _in_fold_order(model.graph):
+            key = self._refused.get(op)
+            if key is not None:
+                result.note(key, node_label(op))
         # Folding adds no value_info: inferred types are put back as they were ("infer" adds).
         for graph in model.graphs():
             for value in graph.values():
@@ -185,6 +189,7 @@ class FoldConstantsPass(Pass):
         return value.const.numpy()
 
     def _try_fold(self, graph: Graph, op: Op, opsets: dict[str, int], result: PassResult) -> None:
+        self._refused.pop(op, None)  # what this visit finds replaces what an earlier one did
         if op.op_type == "Constant" and op.domain in ("", "ai.onnx"):
             tensor = constant_tensor(op)
             if tensor is not None:
@@ -207,20 +212,20 @@ class FoldConstantsPass(Pass):
                 return  # not a candidate
             arrays.append(array)
         if defaults:
-            result.note("not_folded.graph_input", node_label(op))
+            self._refused[op] = "not_folded.graph_input"
             return
         if op.op_type == "Identity" and op.domain in ("", "ai.onnx") and self._alias(graph, op):
             result.note("folded", node_label(op))
             return
         reason = self._refusal(op, graph, inputs, opsets)
         if reason is not None:
-            result.note(f"not_folded.{reason}", node_label(op))
+            self._refused[op] = f"not_folded.{reason}"
             return
         try:
             outputs = kernels.run(op, arrays, opsets)
         except (KernelError, OnnxForgeError) as e:
             logger.info("not folding %s: %s", op.describe(), e)
-            result.note("not_folded.kernel_error", node_label(op))
+            self._refused[op] = "not_folded.kernel_error"
             return
         tensors: list[Tensor | None] = []
         for value, array in zip(graph.outputs_of(op), outputs, strict=False):
@@ -402,3 +407,12 @@ def _nbytes(t: object) -> int | None:
     for d in t.shape:
         count *= int(d)  # type: ignore[arg-type]
     return (count * bits + 7) // 8
+
+
+def _in_fold_order(graph: Graph) -> Iterator[Op]:
+    """The ops of ``graph`` and its bodies in the order ``_fold_graph`` visits them: each
+    op after the ops of its bodies."""
+    for op in graph.topo_order():
+        for sub in op.subgraphs():
+            yield from _in_fold_order(sub)
+        yield op

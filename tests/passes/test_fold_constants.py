@@ -245,6 +245,28 @@ def test_excluded_op_types_and_should_fold_are_obeyed() -> None:
     assert _fold(model, should_fold=lambda op: op.op_type != "Neg")["not_folded.excluded"] == 1
 
 
+def test_every_refusal_is_reported_after_folds_that_took_several_rounds() -> None:
+    """The Neg is refused in the first round; the later rounds, which look only at what
+    folding touched (the graph is large enough for them not to walk every op), do not visit
+    it again, and its refusal still counts (once)."""
+    chain = " ".join(f"r{i + 1} = Relu(r{i})" for i in range(64))
+    model = model_from_text(
+        HEADER
+        + f"""
+    g (float[3] x) => (float[3] y, float[3] z, float[3] r64) <float[3] w = {{1, 2, 3}}> {{
+        a = Constant <value = float[3] {{4, 5, 6}}> ()
+        m = Abs(a)
+        y = Add(x, m)
+        n = Neg(w)
+        z = Add(x, n)
+        r0 = Identity(x) {chain}
+    }}"""
+    )
+    stats = _fold(model, exclude={"Neg"})
+    assert stats == {"constants": 1, "folded": 1, "not_folded.excluded": 1}
+    assert _ops(model)[:3] == ["Add", "Neg", "Add"]
+
+
 def test_an_if_with_a_constant_condition_becomes_its_branch() -> None:
     model = model_from_text(
         HEADER
