@@ -148,9 +148,9 @@ class FoldConstantsPass(Pass):
         # The refusals of the ops still there, each as last seen: a round after the first
         # visits only what folding touched, so an op refused before may not be seen again.
         for op in _in_fold_order(model.graph):
-            key = self._refused.get(op)
-            if key is not None:
-                result.note(key, node_label(op))
+            refusal = self._refused.get(op)
+            if refusal is not None:
+                result.note(refusal, node_label(op))
         # Folding adds no value_info: inferred types are put back as they were ("infer" adds).
         for graph in model.graphs():
             for value in graph.values():
