@@ -583,9 +583,7 @@ class Graph:
         a declared type of its output or the data of an initializer it reads changed in
         place. Inference brought up to date after edits infers touched ops again
         (``shape_infer.Resumable``)."""
-        op._stamp = _edit_clock[0]
-        if _journals:
-            _journaled(op)
+        _touch(op)
 
     def touched_since(self, mark: int) -> list[Op]:
         """This graph's ops that an edit touched after ``mark`` (``edit_mark``), in stored
@@ -639,9 +637,7 @@ class Graph:
 
     def _attach(self, op: Op, inputs: list[Value | None], outputs: list[Value | None]) -> None:
         op._graph = self
-        op._stamp = _edit_clock[0]
-        if _journals:
-            _journaled(op)
+        _touch(op)
         op._inputs = inputs
         op._outputs = outputs
         self._ops[op] = None
@@ -664,12 +660,7 @@ class Graph:
         """Edge value -> op; an outer value also becomes a capture of every enclosing op."""
         add_use(self._uses, value, (op, key))
         self._values.setdefault(value)
-        stamp = _edit_clock[0]
-        op._stamp = stamp
-        if value._producer is not None:
-            value._producer._stamp = stamp  # one more reader
-        if _journals:
-            _journaled(op, value._producer)
+        _touch(op, value._producer)  # the producer: one more reader
         if isinstance(key, tuple):
             self._captured.setdefault(op, {})[value] = key
         self._reordered()
@@ -680,9 +671,7 @@ class Graph:
             uses = graph._uses.get(value)
             if uses is None or (owner, capture_key) not in uses:
                 add_use(graph._uses, value, (owner, capture_key))
-                owner._stamp = stamp
-                if _journals:
-                    _journaled(owner)
+                _touch(owner)
                 graph._captured.setdefault(owner, {})[value] = capture_key
                 graph._values.setdefault(value)
             graph._reordered()
@@ -743,9 +732,7 @@ class Graph:
                     raise OnnxForgeError(f"{op.describe()}: output {value.name!r} is used")
                 self._drop_value(value)
         op._outputs = op._outputs[:keep]
-        op._stamp = _edit_clock[0]
-        if _journals:
-            _journaled(op)
+        _touch(op)
 
     def set_output(self, op: Op, port: int, value: Value) -> Value | None:
         """Output ``port`` of ``op`` becomes ``value`` (a fresh one); the old value, returned,
@@ -754,9 +741,7 @@ class Graph:
         if old is not None and old._producer is op:
             old._producer = None
         op._outputs[port] = value
-        op._stamp = _edit_clock[0]
-        if _journals:
-            _journaled(op)
+        _touch(op)
         value._producer = op
         self._values.setdefault(value)
         self._reordered()
@@ -785,9 +770,7 @@ class Graph:
                 self._drop_value(value)
                 continue
             for reader, _ in self._uses.get(value, ()):
-                reader._stamp = _edit_clock[0]  # it reads a constant now
-                if _journals:
-                    _journaled(reader)
+                _touch(reader)  # it reads a constant now
             value.const = tensor
             if value not in self.outputs:
                 value.type = None  # the tensor says it; no value_info for an initializer
@@ -861,9 +844,7 @@ class Graph:
                 count += 1
                 for changed in (old, new):  # is_graph_output changed for their producers
                     if changed._producer is not None:
-                        changed._producer._stamp = _edit_clock[0]
-                        if _journals:
-                            _journaled(changed._producer)
+                        _touch(changed._producer)
         return count
 
     def rename(self, value: Value, name: str) -> None:
@@ -1163,9 +1144,15 @@ def journal() -> Iterator[list[Op]]:
         _journals.remove(entries)
 
 
-def _journaled(*ops: Op | None) -> None:
-    for entries in _journals:
-        entries.extend(op for op in ops if op is not None)
+def _touch(*ops: Op | None) -> None:
+    """Stamp ``ops`` (None skipped) with the edit clock and note them in open journals: every
+    edit Graph's methods make goes through here."""
+    stamp = _edit_clock[0]
+    for op in ops:
+        if op is not None:
+            op._stamp = stamp
+            for entries in _journals:
+                entries.append(op)
 
 
 def edit_mark() -> int:
@@ -1182,12 +1169,7 @@ def _unuse(value: Value, op: Op, key: Key) -> None:
     graph = op._graph
     if graph is None:
         return
-    stamp = _edit_clock[0]
-    op._stamp = stamp
-    if value._producer is not None:
-        value._producer._stamp = stamp  # one reader fewer
-    if _journals:
-        _journaled(op, value._producer)
+    _touch(op, value._producer)  # the producer: one reader fewer
     uses = graph._uses.get(value)
     if uses is not None:
         if isinstance(uses, list):
@@ -1200,9 +1182,7 @@ def _unuse(value: Value, op: Op, key: Key) -> None:
         elif value._producer is None and len(uses) == 1:
             # An initializer or input with one reader left: that reader may own it now.
             for reader, _ in uses:
-                reader._stamp = stamp
-                if _journals:
-                    _journaled(reader)
+                _touch(reader)
 
 
 SMALL_USES = 8
