@@ -44,10 +44,7 @@ def touched(graph: Graph, since: int) -> list[Op]:
     ops = graph.touched_since(since)
     for holder in ir._holders(graph):
         if holder._stamp <= since and any(
-            op._stamp > since
-            for sub in holder.subgraphs()
-            for g in walk_graphs(sub)
-            for op in g._ops
+            g.touched_since(since) for sub in holder.subgraphs() for g in walk_graphs(sub)
         ):
             ops.append(holder)
     return ops

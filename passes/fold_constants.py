@@ -126,7 +126,6 @@ class FoldConstantsPass(Pass):
             opsets.setdefault("", opsets["ai.onnx"])
         declared = {v: v.type for g in model.graphs() for v in g.values()}
         done = ("folded", "ifs_inlined", "constants")
-        last = PassResult(model)
         focus = self.focus
         if focus is None:
             self._refused = {}  # every op is visited: refusals are seen afresh
