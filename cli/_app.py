@@ -62,14 +62,17 @@ from onnxforge.errors import InvalidModelError, OnnxForgeError, OutputError
 from onnxforge.io import (
     STDIN_NAME,
     STDIO,
+    Guard,
     Output,
     check_output,
+    checkable_proto,
+    checker_message,
     in_place_location,
     load,
     spooled_stdin,
 )
 from onnxforge.ir import Model
-from onnxforge.passes import DEFAULT_FOLD_LIMIT
+from onnxforge.passes import DEFAULT_FOLD_LIMIT, Instrument, Pass, PassResult
 from onnxforge.shape_infer import infer
 
 app = typer.Typer(
@@ -366,6 +369,47 @@ def load_valid(path: Path, name: str | None = None, *, keep_nodes: bool = False)
     model = load(path, name=name if name == STDIN_NAME else None, keep_nodes=keep_nodes)
     validate(model, where=name or str(path))
     return model
+
+
+Rerun = Callable[[Model, Sequence[Instrument]], object]
+"""A command's passes run again on a model, with these instruments."""
+
+
+def guard_for(source: Path, name: str, rerun: Rerun | None = None) -> Guard:
+    """The guard every written result passes (io.Guard): refused when onnx's full check fails
+    on it but not on the input. ``rerun`` runs the command's passes again on a model with these
+    instruments; it is called only for a refused result, to name the pass that broke it."""
+    guard = Guard(source, name)
+    if rerun is not None:
+        guard.culprit = lambda: breaking_pass(source, rerun)
+    return guard
+
+
+class _CheckEach:
+    """An instrument that runs onnx's full check after each pass (the slow path: a refusal)."""
+
+    def before_pass(self, pass_: Pass, model: Model) -> None:
+        pass
+
+    def after_pass(self, pass_: Pass, model: Model, result: PassResult) -> None:
+        if result.modified and checker_message(checkable_proto(model)) is not None:
+            raise _BrokenBy(pass_.name)
+
+
+class _BrokenBy(Exception):
+    pass
+
+
+def breaking_pass(source: Path, rerun: Rerun) -> str | None:
+    """The first pass after which onnx's checker refuses what it accepted: the command's passes
+    run again on a fresh copy of the input, checked after each one."""
+    try:
+        rerun(load(source), [_CheckEach()])
+    except _BrokenBy as found:
+        return str(found)
+    except OnnxForgeError:
+        return None
+    return None
 
 
 # -- where results go ------------------------------------------------------------------------

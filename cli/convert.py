@@ -26,6 +26,7 @@ from onnxforge.cli._app import (
     command,
     emit_json,
     fail_on_errors,
+    guard_for,
     load_valid,
     model_name,
     output_for,
@@ -40,7 +41,7 @@ from onnxforge.cli._app import (
 from onnxforge.cli._progress import LONG_WRITE, PassProgress, long_graph, progress
 from onnxforge.errors import AdapterError
 from onnxforge.io import write
-from onnxforge.passes import ReplaceStaleTypesPass
+from onnxforge.passes import PassManager, ReplaceStaleTypesPass
 from onnxforge.passes.convert import ConvertOpsetPass, PlannedStep
 
 
@@ -153,6 +154,17 @@ def convert(
                     location=location,
                     durable=durable,
                     progress=step.bytes_written if step.shown else None,
+                    guard=guard_for(
+                        source,
+                        name,
+                        lambda m, instruments: PassManager(
+                            [
+                                ReplaceStaleTypesPass(strict=strict),
+                                ConvertOpsetPass(opset, allow_cast=allow_cast),
+                            ],
+                            instruments=instruments,
+                        ).run(m),
+                    ),
                 )
             report["ir_version"] = {"before": ir_before, "after": loaded.ir_version}
             report["stats"] = dict(sorted(result.stats.items()))

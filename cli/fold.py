@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = ["fold"]
 
 import time
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -27,6 +28,7 @@ from onnxforge.cli._app import (
     command,
     emit_json,
     fail_on_errors,
+    guard_for,
     load_valid,
     model_name,
     note,
@@ -43,7 +45,8 @@ from onnxforge.cli._app import (
 )
 from onnxforge.cli._progress import LONG_WRITE, PassProgress, long_graph, progress
 from onnxforge.io import write
-from onnxforge.passes import DEFAULT_FOLD_LIMIT, fold_pipeline
+from onnxforge.ir import Model
+from onnxforge.passes import DEFAULT_FOLD_LIMIT, Instrument, fold_pipeline
 from onnxforge.passes.fold_constants import parse_size
 from onnxforge.summary import size_summary, summarize
 
@@ -116,6 +119,14 @@ def fold(
             start = time.perf_counter()
             pinned = pin_input_defaults(loaded) if pin_defaults else 0
             manager = fold_pipeline(limit_bytes=limit, exclude=excluded, strict=strict)
+
+            def rerun(again: Model, instruments: Sequence[Instrument]) -> None:
+                if pin_defaults:
+                    pin_input_defaults(again)
+                fresh = fold_pipeline(limit_bytes=limit, exclude=excluded, strict=strict)
+                fresh.instruments = list(instruments)
+                fresh.run(again)
+
             with progress(f"folding {name}", expected_long=long_graph(loaded)) as step:
                 manager.instruments = [PassProgress(step, "folding")]
                 manager.run(loaded)
@@ -142,6 +153,7 @@ def fold(
                     location=location,
                     durable=durable,
                     progress=step.bytes_written if step.shown else None,
+                    guard=guard_for(source, name, rerun),
                 )
         report = {
             "file": name,

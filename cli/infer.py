@@ -25,6 +25,7 @@ from onnxforge.cli._app import (
     emit_json,
     errors,
     fail_on_errors,
+    guard_for,
     load_valid,
     model_name,
     note,
@@ -116,6 +117,8 @@ def infer(
                     errors.print(f"{name}: ... and {more} more shape errors", markup=False)
                 raise ShapeError(f"{name}: {len(report.errors)} shape errors; nothing written")
             if out is not None:
+                guard = guard_for(source, name)
+                guard.culprit = lambda: "infer-shapes"  # the only change infer makes
                 weights = sum(
                     v.const.nbytes for v in loaded.graph.initializers if v.const is not None
                 )
@@ -129,6 +132,7 @@ def infer(
                         location=location,
                         durable=durable,
                         progress=step.bytes_written if step.shown else None,
+                        guard=guard,
                     )
                 if session.tables:
                     stderr.print(

@@ -41,6 +41,7 @@ from onnxforge.cli._app import (
     emit_json,
     errors,
     fail_on_errors,
+    guard_for,
     load_valid,
     model_name,
     note,
@@ -219,6 +220,11 @@ def optimize(
                 "after": size_summary(after),
                 "notes": [explained] if explained else [],
             }
+            guard = guard_for(
+                source,
+                name,
+                lambda m, instruments: optimize_model(m, options, instruments=instruments),
+            )
             if not check:
                 weights = after["initializer_bytes"]
                 with progress(
@@ -231,6 +237,7 @@ def optimize(
                         location=location,
                         durable=durable,
                         progress=step.bytes_written if step.shown else None,
+                        guard=guard,
                     )
             else:
                 with out.staging() as staged:
@@ -240,6 +247,7 @@ def optimize(
                         external_data=False if out.streamed else external_data,
                         location=location,
                         durable=durable,
+                        guard=guard,
                     )
                     # Unmap the source's weights before onnxruntime loads its own copies: a
                     # 2.3 GB model peaked at 2.4x its size with both resident (1.3x now, each

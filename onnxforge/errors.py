@@ -14,6 +14,7 @@ __all__ = [
     "PreconditionError",
     "ShapeError",
     "UnsafeExternalDataError",
+    "UnsafeOutputError",
 ]
 
 
@@ -49,6 +50,10 @@ class OutputError(OnnxForgeError):
     """
 
     exit_code = 2
+
+
+class UnsafeOutputError(OnnxForgeError):
+    """The result fails onnx's full check where the input passed it: nothing is written."""
 
 
 class InvalidModelError(OnnxForgeError):

@@ -8,7 +8,10 @@ __all__ = [
     "STDIN_NAME",
     "STDIO",
     "STDOUT_NAME",
+    "Guard",
     "Output",
+    "checkable_proto",
+    "checker_message",
     "checker_problems",
     "check_output",
     "data_files",
@@ -55,6 +58,7 @@ from onnxforge.io._convert import (
     type_to_proto,
 )
 from onnxforge.io._files import Span, open_model_file
+from onnxforge.io._guard import Guard, checkable_proto, checker_message
 from onnxforge.io._output import (
     STDIN_NAME,
     STDIO,
@@ -384,6 +388,7 @@ def save(
     location: str | None = None,
     durable: bool = False,
     progress: Progress | None = None,
+    guard: Guard | None = None,
 ) -> None:
     """Write ``model`` to ``path`` atomically: a temporary file in the same folder, renamed.
 
@@ -404,11 +409,14 @@ def save(
     onnx.save: it costs about a millisecond per small file (as much as the whole save of a
     4 KiB model) and seconds per GiB, and a killed process is covered without it.
 
-    ``progress`` is called as weights are written (see Progress).
+    ``progress`` is called as weights are written (see Progress). ``guard`` checks the model
+    first and refuses it (UnsafeOutputError) before anything is written (see Guard).
     """
     path = Path(path)
     location = location or f"{path.name}.data"
     _check_location(location, path)
+    if guard is not None:
+        guard.check(model, str(path))
     folder = path.parent
     if not folder.is_dir():
         raise OnnxForgeError(f"{path}: the folder {str(folder)!r} does not exist")
@@ -552,9 +560,14 @@ def write(
     location: str | None = None,
     durable: bool = False,
     progress: Progress | None = None,
+    guard: Guard | None = None,
 ) -> None:
     """Write ``model`` where ``out`` says: a file with ``save`` (atomically, data file and
-    all), a stream with ``save_stream`` (through, then flushed and closed)."""
+    all), a stream with ``save_stream`` (through, then flushed and closed). Every command's
+    result passes ``guard`` first: a model onnx's checker refuses where it took the input is
+    never published."""
+    if guard is not None:
+        guard.check(model, out.name)
     if not out.streamed:
         assert out.path is not None
         save(

@@ -1,0 +1,123 @@
+"""The guard on every write: no command publishes a model onnx's checker refuses where it
+accepted the input (the paddle2onnx Loop whose [1] counters were rewritten to scalars)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import parser
+from typer.testing import CliRunner
+
+from onnxforge.cli import app
+from onnxforge.ir import DType, TensorType
+from onnxforge.shape_infer.rules import control
+
+# The body declares its counters as [1], as paddle2onnx writes them: onnx's checker compares
+# the condition with the outer cond (bool[1]) and onnxruntime feeds both as [1].
+LOOP = """<ir_version: 8, opset_import: ["" : 13]>
+g (float[N] x) => (float[N] y) <int64[1] m = {3}, bool[1] c = {1}> {
+    y = Loop(m, c, x) <body = b (int64[1] i, bool[1] ci, float[N] xi)
+                                => (bool[1] co, float[N] xo) {
+        co = Identity(ci)
+        one = Constant <value = float[1] {1}> ()
+        xo = Add(xi, one)
+    }>
+}"""
+
+COMMANDS = [
+    (["infer"], "infer-shapes"),
+    (["fold"], "replace-stale-types"),
+    (["convert", "--opset", "18"], "replace-stale-types"),
+    (["optimize"], "replace-stale-types"),
+]
+
+
+@pytest.fixture
+def loop_model(tmp_path: Path) -> Path:
+    path = tmp_path / "loop.onnx"
+    model = parser.parse_model(LOOP)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize(("args", "culprit"), COMMANDS, ids=str)
+def test_every_command_writes_a_loop_with_rank_1_counters_that_the_checker_takes(
+    loop_model: Path, tmp_path: Path, args: list[str], culprit: str
+) -> None:
+    out = tmp_path / "out.onnx"
+    result = CliRunner().invoke(app, [*args, str(loop_model), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    written = onnx.load(out)
+    onnx.checker.check_model(written, full_check=True)
+    body = written.graph.node[0].attribute[0].g
+    assert [len(i.type.tensor_type.shape.dim) for i in body.input[:2]] == [1, 1]
+
+
+@pytest.mark.parametrize(("args", "culprit"), COMMANDS, ids=str)
+def test_a_result_the_checker_refuses_is_never_written_and_the_pass_is_named(
+    loop_model: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    culprit: str,
+) -> None:
+    # Inference as it was before the fix: the spec's scalar counters replace the declaration.
+    monkeypatch.setattr(control, "_counter", lambda declared, dtype: TensorType(dtype, ()))
+    out = tmp_path / "out.onnx"
+    before = loop_model.read_bytes()
+    result = CliRunner().invoke(app, [*args, str(loop_model), "-o", str(out)])
+    assert result.exit_code == 1, result.output
+    assert not out.exists()
+    assert loop_model.read_bytes() == before
+    message = result.output
+    assert "onnx's checker accepts the input but not the result" in message
+    assert f"after pass {culprit}" in message
+    assert "Loop" in message and "nothing written" in message
+    assert "Traceback" not in message
+
+
+def test_a_result_is_written_when_the_input_fails_the_checker_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The input already has scalar counters against a bool[1] cond: the checker refuses it, so
+    # a result it refuses for the same reason is no worse and is written.
+    model = parser.parse_model(LOOP.replace("bool[1] ci", "bool ci"))
+    with pytest.raises((onnx.checker.ValidationError, onnx.shape_inference.InferenceError)):
+        onnx.checker.check_model(model, full_check=True)
+    path = tmp_path / "in.onnx"
+    onnx.save(model, path)
+    monkeypatch.setattr(control, "_counter", lambda declared, dtype: TensorType(dtype, ()))
+    out = tmp_path / "out.onnx"
+    result = CliRunner().invoke(app, ["infer", str(path), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.exists()
+
+
+def test_the_checker_copy_leaves_weights_out_but_keeps_their_types() -> None:
+    import numpy as np
+
+    from onnxforge.io import checkable_proto, from_proto
+
+    w = onnx.numpy_helper.from_array(np.ones((64, 64), np.float32), "w")
+    shape = onnx.numpy_helper.from_array(np.array([-1, 64], np.int64), "shape")
+    graph = onnx.helper.make_graph(
+        [
+            onnx.helper.make_node("MatMul", ["x", "w"], ["y"]),
+            onnx.helper.make_node("Reshape", ["y", "shape"], ["z"]),
+        ],
+        "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 64])],
+        [onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, ["N", 64])],
+        [w, shape],
+    )
+    model = from_proto(onnx.helper.make_model(graph))
+    proto = checkable_proto(model)
+    assert [t.name for t in proto.graph.initializer] == ["shape"]
+    assert [i.name for i in proto.graph.input] == ["x", "w"]
+    assert TensorType(DType.FLOAT, (64, 64)).shape == tuple(
+        d.dim_value for d in proto.graph.input[1].type.tensor_type.shape.dim
+    )
+    onnx.checker.check_model(proto, full_check=True)
