@@ -79,7 +79,10 @@ def infer_loop(op: Op, inputs: Inputs, ctx: InferContext) -> list[Type | None]:
     n_carried = len(carried_in)
     if len(body.inputs) != n_carried + 2:
         raise ShapeError(f"body takes {len(body.inputs)} inputs, the loop gives {n_carried + 2}")
-    counters: list[Type | None] = [TensorType(DType.INT64, ()), TensorType(DType.BOOL, ())]
+    counters: list[Type | None] = [
+        _counter(body.inputs[0].type, DType.INT64),
+        _counter(body.inputs[1].type, DType.BOOL),
+    ]
     state = carried_in
     for _ in range(2):  # a second pass when a carried shape changes from one iteration on
         out = ctx.infer_subgraph(body, counters + state)
@@ -99,6 +102,21 @@ def infer_loop(op: Op, inputs: Inputs, ctx: InferContext) -> list[Type | None]:
         else:
             scans.append(None)
     return [*(_join(a, b) for a, b in zip(carried_in, carried_out, strict=True)), *scans]
+
+
+def _counter(declared: Type | None, dtype: DType) -> TensorType:
+    """What a Loop body receives as its iteration number or condition. The spec says scalars,
+    but the body's declaration is the contract runtimes keep: onnx's checker compares the
+    condition with the outer ``cond`` and onnxruntime feeds both as ``[1]`` to a body that
+    declares rank 1 (paddle2onnx declares ``int64[1]`` and ``bool[1]``), so such a body is
+    inferred with, and written back with, ``[1]``."""
+    if (
+        isinstance(declared, TensorType)
+        and declared.shape is not None
+        and len(declared.shape) == 1
+    ):
+        return TensorType(dtype, (1,))
+    return TensorType(dtype, ())
 
 
 def _runs_to_the_end(body: Graph, ctx: InferContext) -> bool:

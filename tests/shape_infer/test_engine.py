@@ -110,6 +110,38 @@ def test_loop_scan_outputs_get_the_trip_count() -> None:
     assert types["ys"].shape == (5, 3)
 
 
+def test_a_loop_body_that_declares_rank_1_counters_keeps_them_as_runtimes_do() -> None:
+    """paddle2onnx declares the iteration number and condition as int64[1] and bool[1]: the
+    checker compares the condition with the outer cond, and onnxruntime feeds both as [1]."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    from onnxforge import io
+
+    text = """<ir_version: 8, opset_import: ["" : 13]>
+    g (float[N] x) => (float[N] y, int64[?, 1] scan) <int64[1] m = {3}, bool[1] c = {1}> {
+        y, scan = Loop(m, c, x) <body = b (int64[1] i, bool[1] ci, float[N] xi)
+                                        => (bool[1] co, float[N] xo, int64[1] io) {
+            co = Identity(ci)
+            one = Constant <value = float[1] {1}> ()
+            xo = Add(xi, one)
+            io = Identity(i)
+        }>
+    }"""
+    model = model_from_text(text)
+    report = infer(model)
+    assert not report.errors and not report.stale
+    body = model.graph.ops[0].attrs["body"]
+    assert [v.type.shape for v in body.inputs[:2]] == [(1,), (1,)]
+    assert model.graph.outputs[1].type.shape == (3, 1)
+    proto = io.to_proto(model)
+    onnx.checker.check_model(proto, full_check=True)
+    session = ort.InferenceSession(proto.SerializeToString())
+    ran = session.run(None, {"x": np.zeros(4, np.float32)})
+    assert ran[1].shape == (3, 1)
+
+
 def test_a_loop_carried_shape_that_grows_is_not_kept_from_the_first_pass() -> None:
     model = model_from_text("""<ir_version: 8, opset_import: ["" : 17]>
     g (int64 n, float[2] x) => (float[?] y) {
