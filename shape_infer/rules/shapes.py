@@ -328,35 +328,58 @@ def _slice_params(op: Op, ctx: InferContext, rank: int) -> list[tuple[int, Dim, 
 
 
 def _slice_len(dim: Dim, start: Dim, end: Dim, step: int, ctx: InferContext) -> Dim:
+    """The length Slice gives, exact for every size the dim may take: a bound is clamped to the
+    dim as Slice clamps it (``[0:1000000000]`` of N is ``min(1000000000, N)``, never a guess
+    at which side wins), except that a bound at or past 2**31-1 reaches the end, since no
+    runtime makes a dim that large. Symbolic bounds must be provably >= 0."""
     if isinstance(dim, int) and isinstance(start, int) and isinstance(end, int):
         return len(range(*slice(start, end, step).indices(dim)))
-    if step != 1 or not isinstance(start, int):
+    if dim is None:
         return None
-    if isinstance(end, int) and end >= TO_THE_END and start >= 0:
-        return dim_sub(dim, start) if start else dim  # [k:] of N is N-k (N >= k)
-    if isinstance(end, int) and end >= TO_THE_END and start < 0:
-        if isinstance(dim, str) and not is_unknown_symbol(dim):
-            ctx.assume(dim, -start, ">=")
-            return -start  # [-k:] of N is k when N >= k
+    if step < 0:  # only the whole axis reversed (x[::-1], x[-1::-k])
+        from_last = isinstance(start, int) and (start == -1 or start >= TO_THE_END)
+        if from_last and isinstance(end, int) and end <= -TO_THE_END:
+            return dim if step == -1 else dim_ceildiv(dim, -step)
         return None
-    if start == 0 and isinstance(end, str) and not is_unknown_symbol(end):
-        if same_dim(end, dim):
+    first, last = _slice_position(start, dim), _slice_position(end, dim)
+    if first is None or last is None:
+        return None
+    if first == 0:
+        length = last
+    elif same_dim(last, dim):  # to the end
+        if isinstance(start, int) and start < 0:
+            length = dim_min(-start, dim)  # [-k:] of N: min(k, N)
+        else:
+            length = dim_max(dim_sub(dim, start), 0)  # [k:] of N: max(N-k, 0)
+    elif isinstance(start, int) and isinstance(end, int) and (start < 0) == (end < 0):
+        if start >= end:
+            length = 0
+        elif start > 0:  # [k:j]: min(max(N-k, 0), j-k)
+            length = dim_min(dim_max(dim_sub(dim, start), 0), end - start)
+        else:  # [-k:-j]: min(max(N-j, 0), k-j)
+            length = dim_min(dim_max(dim_add(dim, end), 0), end - start)
+    elif isinstance(start, int) and isinstance(end, int) and start >= 0:
+        length = dim_max(dim_add(dim, end - start), 0)  # [k:-j] of N: max(N-j-k, 0)
+    else:
+        length = dim_max(dim_sub(last, first), 0)
+    if length is None or step == 1:
+        return length
+    return dim_ceildiv(length, step)
+
+
+def _slice_position(bound: Dim, dim: Dim) -> Dim:
+    """Where a start or end lands on an axis of ``dim`` after Slice's clamping."""
+    if isinstance(bound, int):
+        if bound >= TO_THE_END:
             return dim
-        if isinstance(dim, int) or (isinstance(dim, str) and not is_unknown_symbol(dim)):
-            ctx.assume(end, dim, "<=")
-            return end  # [:S] of a buffer of D is S when S <= D
-    if (
-        isinstance(end, int)
-        and 0 <= start <= end
-        and isinstance(dim, str)
-        and not (is_unknown_symbol(dim))
-    ):
-        ctx.assume(dim, end, ">=")
-        return end - start
-    if step == 1 and nonnegative(start) and nonnegative(end) and not is_unknown_symbol(dim):
-        # Exactly what Slice computes for non-negative bounds: clamp both, never below 0.
-        return dim_max(dim_sub(dim_min(end, dim), dim_min(start, dim)), 0)
-    return None
+        if bound <= -TO_THE_END:
+            return 0
+        if bound >= 0:
+            return 0 if bound == 0 else dim_min(bound, dim)
+        return dim_max(dim_add(dim, bound), 0)
+    if bound is None or not nonnegative(bound):
+        return None
+    return dim if same_dim(bound, dim) else dim_min(bound, dim)
 
 
 @shape_rule("Slice", versions=schema_versions("Slice"))

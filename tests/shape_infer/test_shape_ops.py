@@ -55,14 +55,39 @@ def test_concat_of_symbolic_dims_writes_their_sum() -> None:
     assert t["y"].shape == ("M+N", 4)
 
 
-def test_slice_from_one_to_the_end_of_a_symbolic_dim() -> None:
+def test_slice_from_one_to_the_end_of_a_symbolic_dim_is_never_negative() -> None:
     _, t = _infer("""
     g (float[N, 8] x) => (float[?, ?] y) {
         st = Constant <value = int64[2] {1, 2}> ()
         en = Constant <value = int64[2] {9223372036854775807, 6}> ()
         y = Slice(x, st, en)
     }""")
-    assert t["y"].shape == ("N-1", 4)
+    assert t["y"].shape == ("max(0, N-1)", 4)  # N may be 0: the slice is empty, not -1 long
+
+
+@pytest.mark.parametrize(
+    ("starts", "ends", "expected"),
+    [
+        # tf2onnx's jax2tf batch slice: the clamp is written, never one side of it
+        ("0", "1000000000", "min(1000000000, N)"),
+        ("-3", "9223372036854775807", "min(3, N)"),  # [-3:]
+        ("0", "-1", "max(0, N-1)"),  # [:-1]
+        ("2", "5", "min(3, max(0, N-2))"),
+        ("-5", "-2", "min(3, max(0, N-2))"),
+        ("1", "-1", "max(0, N-2)"),
+    ],
+)
+def test_slice_bounds_on_a_symbolic_dim_are_clamped_exactly(
+    starts: str, ends: str, expected: str
+) -> None:
+    model, t = _infer(f"""
+    g (float[N] x) => (float[?] y) {{
+        st = Constant <value = int64[1] {{{starts}}}> ()
+        en = Constant <value = int64[1] {{{ends}}}> ()
+        y = Slice(x, st, en)
+    }}""")
+    assert t["y"].shape == (expected,)
+    assert not infer(model).assumptions
 
 
 def test_range_over_a_symbolic_length_has_that_length() -> None:
