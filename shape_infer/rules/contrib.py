@@ -2,7 +2,12 @@
 write (Attention, SkipLayerNormalization, the Gelus, QLinear* ...). onnx has no schema for them;
 the authority is onnxruntime's contrib op definitions (``bert_defs.cc``,
 ``quantization_defs.cc``) and what it computes. An op of the domain no rule knows keeps unknown
-outputs with a note, as every custom op does."""
+outputs with a note, as every custom op does.
+
+A quantized op is its float twin's shape with its own element type: QLinearAveragePool is
+AveragePool's windows, QLinearReduceMean a reduction, QGemm Gemm, QLinearConcat Concat (its
+rule), QLinearWhere Where's broadcast, QAttention Attention, DynamicQuantizeLSTM LSTM (onnx's
+RNNShapeInference, which onnxruntime's schema calls)."""
 
 from __future__ import annotations
 
@@ -10,9 +15,13 @@ __all__: list[str] = []
 
 from collections.abc import Callable, Sequence
 
+from onnxforge.errors import ShapeError
 from onnxforge.ir import Dim, DType, Op, TensorType
-from onnxforge.shape_infer.broadcast import broadcast_shape
-from onnxforge.shape_infer.engine import InferContext, ShapeRule, shape_rule
+from onnxforge.shape_infer.broadcast import broadcast_shape, format_shape
+from onnxforge.shape_infer.engine import SHAPE_RULES, InferContext, ShapeRule, shape_rule
+from onnxforge.shape_infer.rules.elementwise import numpy_shape
+from onnxforge.shape_infer.rules.linalg import gemm_shape
+from onnxforge.shape_infer.rules.nn import reduced_shape, window_dims
 from onnxforge.shape_infer.symbolic import dim_add, dim_div_exact, dim_max, dim_mul
 
 MS = "com.microsoft"
@@ -75,11 +84,24 @@ def infer_simplified_layer_norm(op: Op, inputs: Inputs, ctx: InferContext) -> Re
 @_rule("EmbedLayerNormalization")
 def infer_embed_layer_norm(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
     """input_ids [B, S] -> output [B, S, hidden], mask_index [B] (int32), embedding_sum."""
-    ids, word = inputs[0], _input(inputs, 2)
+    word = _input(inputs, 2)
+    dtype = word.dtype if word is not None else DType.FLOAT
+    return _embed_layer_norm(inputs[0], word, dtype, ctx)
+
+
+@_rule("QEmbedLayerNormalization")
+def infer_qembed_layer_norm(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
+    """EmbedLayerNormalization over 8-bit embeddings: layernorm_out is float, mask_index_out
+    int32."""
+    return _embed_layer_norm(inputs[0], _input(inputs, 2), DType.FLOAT, ctx)
+
+
+def _embed_layer_norm(
+    ids: TensorType | None, word: TensorType | None, dtype: int, ctx: InferContext
+) -> Result:
     hidden: Dim = (
         word.shape[1] if word is not None and word.shape and len(word.shape) == 2 else None
     )
-    dtype = word.dtype if word is not None else DType.FLOAT
     if ids is None or ids.shape is None or len(ids.shape) != 2:
         unknown = TensorType(dtype, None)
         return _first(ctx, unknown, TensorType(DType.INT32, None), unknown)
@@ -92,7 +114,26 @@ def infer_embed_layer_norm(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
 def infer_attention(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
     """input [B, S, D_in] with weights [D_in, 3 * D] -> output [B, S, D_v]; present
     [2, B, heads, past + S, D / heads]."""
-    x, weights, past = inputs[0], _input(inputs, 1), _input(inputs, 4)
+    x = inputs[0]
+    dtype = DType.FLOAT if x is None else x.dtype
+    return _attention(op, inputs, ctx, past_index=4, dtype=dtype)
+
+
+@_rule("QAttention")
+def infer_qattention(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
+    """input, weight, bias, input_scale, weight_scale, mask_index, input_zero_point,
+    weight_zero_point, past: Attention's shapes over 8-bit input and weight; bias's (float)
+    type."""
+    bias = _input(inputs, 2)
+    dtype = DType.FLOAT if bias is None else bias.dtype
+    return _attention(op, inputs, ctx, past_index=8, dtype=dtype)
+
+
+def _attention(
+    op: Op, inputs: Inputs, ctx: InferContext, *, past_index: int, dtype: int
+) -> Result:
+    """input 0 [B, S, D_in] with weights (input 1) [D_in, 3 * D], past at ``past_index``."""
+    x, weights, past = inputs[0], _input(inputs, 1), _input(inputs, past_index)
     if x is None or x.shape is None or len(x.shape) != 3:
         return [None] * _n_outputs(ctx)
     b, s, _ = x.shape
@@ -103,13 +144,13 @@ def infer_attention(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
     else:
         width = weights.shape[1] if weights is not None and weights.shape else None
         v_hidden = qk_hidden = dim_div_exact(width, 3)
-    results: Result = [TensorType(x.dtype, (b, s, v_hidden))]
+    results: Result = [TensorType(dtype, (b, s, v_hidden))]
     if _n_outputs(ctx) > 1:
         heads = int(op.attr("num_heads"))  # type: ignore[arg-type]
         head = dim_div_exact(qk_hidden, heads)
         past_len = past.shape[3] if past is not None and past.shape and len(past.shape) == 5 else 0
         total = dim_add(past_len, s)
-        results.append(TensorType(x.dtype, (2, b, heads, total, head)))
+        results.append(TensorType(dtype, (2, b, heads, total, head)))
     return results
 
 
@@ -249,3 +290,139 @@ def infer_dequantize_linear(op: Op, inputs: Inputs, ctx: InferContext) -> Result
     x, scale = inputs[0], _input(inputs, 1)
     dtype = scale.dtype if scale is not None else DType.FLOAT
     return [TensorType(dtype, None if x is None else x.shape)]
+
+
+# -- quantized twins of ONNX ops ----------------------------------------------------------------
+def _float_rule(op_type: str, ctx: InferContext) -> ShapeRule:
+    """The rule of the ONNX op a quantized one computes as, at the model's ONNX opset."""
+    return SHAPE_RULES.lookup(op_type, ctx.scope.opsets.get("", 13))
+
+
+@_rule("QLinearConcat")
+def infer_qlinear_concat(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
+    """Y_scale, Y_zero_point, then (tensor, scale, zero point) per input: Concat's shape of the
+    tensors, Y_zero_point's type."""
+    if op.attr("axis") is None:
+        raise ShapeError("QLinearConcat needs an axis attribute")
+    if len(inputs) < 5 or (len(inputs) - 2) % 3:
+        raise ShapeError(
+            f"QLinearConcat takes Y_scale, Y_zero_point and (tensor, scale, zero point) "
+            f"triples: {len(inputs)} inputs is not 2 + 3 * n"
+        )
+    (out,) = _float_rule("Concat", ctx)(op, inputs[2::3], ctx)
+    zero = inputs[1]
+    if not isinstance(out, TensorType):
+        return [None if zero is None else TensorType(zero.dtype, None)]
+    return [out if zero is None else TensorType(zero.dtype, out.shape)]
+
+
+@_rule("QLinearWhere")
+def infer_qlinear_where(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
+    """condition, X, x_scale, x_zero_point, Y, y_scale, y_zero_point, z_scale, z_zero_point:
+    Where's broadcast of condition, X and Y; z_zero_point's type (X's while unknown)."""
+    x, zero = _input(inputs, 1), _input(inputs, 8)
+    shape = numpy_shape([inputs[0], x, _input(inputs, 4)], ctx)
+    known = zero or x
+    if known is None:
+        return [None]
+    return [TensorType(known.dtype, shape)]
+
+
+@_rule("QLinearAveragePool")
+def infer_qlinear_average_pool(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
+    """X, x_scale, x_zero_point, y_scale, y_zero_point: AveragePool's windows over X's
+    spatial dims, [N, C, *spatial] or, with channels_last, [N, *spatial, C]; X's type. Where
+    AveragePool's rule asks onnx (sizes below 1, ceil_mode with auto_pad) the windows stay
+    unknown."""
+    x, kernel = inputs[0], op.attr("kernel_shape")
+    if kernel is None:
+        raise ShapeError("QLinearAveragePool needs a kernel_shape attribute")
+    if x is None or x.shape is None:
+        return [x]
+    if len(x.shape) < 3:
+        raise ShapeError(
+            f"QLinearAveragePool takes X of rank 3 or more, not {format_shape(x.shape)}"
+        )
+    last = bool(op.attr("channels_last", 0))
+    spatial = x.shape[1:-1] if last else x.shape[2:]
+    windows = window_dims(op, spatial, [int(k) for k in kernel])
+    if windows is None:
+        windows = [None] * len(spatial)
+    if last:
+        return [TensorType(x.dtype, (x.shape[0], *windows, x.shape[-1]))]
+    return [TensorType(x.dtype, (*x.shape[:2], *windows))]
+
+
+@_rule("QLinearReduceMean")
+def infer_qlinear_reduce_mean(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
+    """data, data_scale, data_zero_point, reduced_scale, reduced_zero_point: ReduceMean-13's
+    shape (axes and keepdims attributes; no axes: every axis); data's type."""
+    x = inputs[0]
+    if x is None or x.shape is None:
+        return [x]
+    axes = [int(a) for a in (op.attr("axes") or [])]
+    shape = reduced_shape(x.shape, axes, bool(op.attr("keepdims", 1)))
+    if shape is None:
+        raise ShapeError(f"axes {axes} are out of range for rank {len(x.shape)}")
+    return [TensorType(x.dtype, shape)]
+
+
+@_rule("QGemm")
+def infer_qgemm(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
+    """A, a_scale, a_zero_point, B, b_scale, b_zero_point, C, y_scale, y_zero_point: Gemm's
+    (M, N); y_zero_point's type, float when there is none (the output is not quantized)."""
+    a, b, zero = inputs[0], _input(inputs, 3), _input(inputs, 8)
+    if ctx.input(8) is None:
+        dtype: int = DType.FLOAT
+    else:
+        dtype = DType.UNDEFINED if zero is None else zero.dtype
+    shape = gemm_shape(op, None if a is None else a.shape, None if b is None else b.shape, ctx)
+    return [TensorType(dtype, shape)]
+
+
+DIRECTIONS = {"forward": 1, "reverse": 1, "bidirectional": 2}
+
+
+@_rule("DynamicQuantizeLSTM")
+def infer_dynamic_quantize_lstm(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
+    """LSTM with 8-bit weights: X [seq_length, batch_size, input_size], W [num_directions,
+    input_size, 4*hidden_size] and R [num_directions, hidden_size, 4*hidden_size] (both
+    transposed against LSTM's) -> Y [seq_length, num_directions, batch_size, hidden_size], Y_h
+    and Y_c [num_directions, batch_size, hidden_size]; X's type. No layout attribute: always
+    sequence first. hidden_size is the attribute's (R's dim 1 without it)."""
+    x, w, r = inputs[0], _input(inputs, 1), _input(inputs, 2)
+    direction = op.attr("direction", "forward")
+    direction = direction.decode() if isinstance(direction, bytes) else str(direction)
+    if direction not in DIRECTIONS:
+        raise ShapeError(f"direction {direction!r} is not one of {', '.join(DIRECTIONS)}")
+    directions = DIRECTIONS[direction]
+    given = op.attr("hidden_size")
+    hidden: Dim = None if given is None else int(given)
+    if isinstance(hidden, int) and hidden < 1:
+        raise ShapeError(f"hidden_size must be positive, not {hidden}")
+    if hidden is None and r is not None and r.shape is not None and len(r.shape) == 3:
+        hidden = r.shape[1]
+    seq: Dim = None
+    batch: Dim = None
+    size: Dim = None
+    if x is not None and x.shape is not None:
+        if len(x.shape) != 3:
+            raise ShapeError(f"X must have rank 3, not {format_shape(x.shape)}")
+        seq, batch, size = x.shape
+    gates = None if hidden is None else dim_mul(4, hidden)
+    _weights("W", w, (directions, size, gates))
+    _weights("R", r, (directions, hidden, gates))
+    dtype = DType.FLOAT if x is None else x.dtype
+    state = TensorType(dtype, (directions, batch, hidden))
+    return _first(ctx, TensorType(dtype, (seq, directions, batch, hidden)), state, state)
+
+
+def _weights(name: str, t: TensorType | None, expected: tuple[Dim, ...]) -> None:
+    """A weight's static dims are the ones X and the attributes give (ShapeError if not)."""
+    if t is None or t.shape is None:
+        return
+    if len(t.shape) != len(expected) or any(
+        isinstance(d, int) and isinstance(e, int) and d != e
+        for d, e in zip(t.shape, expected, strict=True)
+    ):
+        raise ShapeError(f"{name} is {format_shape(t.shape)}, expected {format_shape(expected)}")

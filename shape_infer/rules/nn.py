@@ -1,7 +1,9 @@
 """Shape rules for convolution, pooling, reductions and Constant: the ops of CNNs and
 transformers that onnx's per-node inference (the fallback) otherwise handled, at about half of
 inference's time on mobilenetv3 and ViT. Unusual cases (ceil_mode, sizes that come out below 1)
-go to that fallback, so its errors stay the authority there."""
+go to that fallback, so its errors stay the authority there. ConvInteger and QLinearConv, the
+quantized convolutions, are Conv's shape with their own element type; ``window_dims``,
+``conv_shape`` and ``reduced_shape`` are shared with com.microsoft's quantized twins (contrib)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,16 @@ __all__: list[str] = []
 
 from collections.abc import Sequence
 
-from onnxforge.ir import Dim, DType, Op, SparseTensor, Tensor, TensorType, constant_tensor
+from onnxforge.ir import (
+    Dim,
+    DType,
+    Op,
+    Shape,
+    SparseTensor,
+    Tensor,
+    TensorType,
+    constant_tensor,
+)
 from onnxforge.opset import REDUCE_OPS, schema_versions
 from onnxforge.shape_infer.engine import InferContext, shape_rule
 from onnxforge.shape_infer.symbolic import dim_add, dim_ceildiv, dim_floordiv, dim_min
@@ -44,7 +55,7 @@ def infer_constant(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType
 
 
 # -- convolution and pooling --------------------------------------------------------------------
-def _window_dims(op: Op, spatial: Sequence[Dim], kernel: Sequence[int]) -> list[Dim] | None:
+def window_dims(op: Op, spatial: Sequence[Dim], kernel: Sequence[int]) -> list[Dim] | None:
     """Output sizes of a sliding window over ``spatial``; None where onnx should decide."""
     n = len(spatial)
     strides = [int(s) for s in (op.attr("strides") or [1] * n)]
@@ -111,26 +122,59 @@ def _symbolic_window(size: Dim, auto_pad: str, total: int, reach: int, stride: i
     return None
 
 
-@shape_rule("Conv", versions=schema_versions("Conv"))
-def infer_conv(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
-    x, w = inputs[0], inputs[1] if len(inputs) > 1 else None
+def conv_shape(op: Op, x: TensorType | None, w: TensorType | None) -> Shape | None:
+    """Conv's output shape for data ``x`` [N, C, *spatial] and weights ``w`` [M, C/group,
+    *kernel]: [N, M, *windows]. None where onnx should decide (or name the error)."""
     if x is None or x.shape is None or len(x.shape) < 3:
-        return _fallback(op, inputs, ctx)
+        return None
     rank = len(x.shape)
     kernel = op.attr("kernel_shape")
     channels: Dim = None
     if w is not None and w.shape is not None:
         if len(w.shape) != rank:
-            return _fallback(op, inputs, ctx)  # onnx names the mismatch
+            return None  # onnx names the mismatch
         channels = w.shape[0]
         if kernel is None and all(isinstance(d, int) for d in w.shape[2:]):
             kernel = w.shape[2:]
     if kernel is None:
-        return [TensorType(x.dtype, (x.shape[0], channels) + (None,) * (rank - 2))]
-    spatial = _window_dims(op, x.shape[2:], [int(k) for k in kernel])
+        return (x.shape[0], channels) + (None,) * (rank - 2)
+    spatial = window_dims(op, x.shape[2:], [int(k) for k in kernel])
     if spatial is None:
+        return None
+    return (x.shape[0], channels, *spatial)
+
+
+def _input(inputs: Inputs, index: int) -> TensorType | None:
+    return inputs[index] if index < len(inputs) else None
+
+
+@shape_rule("Conv", versions=schema_versions("Conv"))
+def infer_conv(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    x = inputs[0]
+    shape = conv_shape(op, x, _input(inputs, 1))
+    if x is None or shape is None:
         return _fallback(op, inputs, ctx)
-    return [TensorType(x.dtype, (x.shape[0], channels, *spatial))]
+    return [TensorType(x.dtype, shape)]
+
+
+@shape_rule("ConvInteger", versions=schema_versions("ConvInteger"))
+def infer_conv_integer_10(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    """x, w, x_zero_point, w_zero_point: Conv's shape, int32 accumulators."""
+    shape = conv_shape(op, inputs[0], _input(inputs, 1))
+    if shape is None:
+        return _fallback(op, inputs, ctx)
+    return [TensorType(DType.INT32, shape)]
+
+
+@shape_rule("QLinearConv", versions=schema_versions("QLinearConv"))
+def infer_qlinear_conv_10(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    """x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B: Conv's
+    shape of x and w, y_zero_point's element type (0, unknown, while that type is)."""
+    shape = conv_shape(op, inputs[0], _input(inputs, 3))
+    if shape is None:
+        return _fallback(op, inputs, ctx)
+    zero = _input(inputs, 7)
+    return [TensorType(DType.UNDEFINED if zero is None else zero.dtype, shape)]
 
 
 def _infer_pool(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
@@ -138,7 +182,7 @@ def _infer_pool(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | 
     kernel = op.attr("kernel_shape")
     if x is None or x.shape is None or len(x.shape) < 3 or kernel is None:
         return _fallback(op, inputs, ctx)
-    spatial = _window_dims(op, x.shape[2:], [int(k) for k in kernel])
+    spatial = window_dims(op, x.shape[2:], [int(k) for k in kernel])
     if spatial is None:
         return _fallback(op, inputs, ctx)
     shape = (*x.shape[:2], *spatial)
@@ -167,6 +211,17 @@ def _axes_from_input(name: str, version: int) -> bool:
     return version >= (13 if name == "ReduceSum" else 18)
 
 
+def reduced_shape(shape: Shape, axes: Sequence[int], keep: bool) -> Shape | None:
+    """``shape`` reduced over ``axes`` (none: every axis); None when an axis is out of range."""
+    rank = len(shape)
+    if any(not -rank <= a < rank for a in axes):
+        return None
+    reduced = {a + rank if a < 0 else a for a in axes} if axes else set(range(rank))
+    if keep:
+        return tuple(1 if i in reduced else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in reduced)
+
+
 def _infer_reduce(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
     x = inputs[0]
     if x is None:
@@ -185,13 +240,9 @@ def _infer_reduce(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType 
             return [x]
     else:
         axes = [int(a) for a in (op.attr("axes") or [])]
-    if any(not -rank <= a < rank for a in axes):
+    shape = reduced_shape(x.shape, axes, keep)
+    if shape is None:
         return _fallback(op, inputs, ctx)  # onnx names the bad axis
-    reduced = {a + rank if a < 0 else a for a in axes} if axes else set(range(rank))
-    if keep:
-        shape = tuple(1 if i in reduced else d for i, d in enumerate(x.shape))
-    else:
-        shape = tuple(d for i, d in enumerate(x.shape) if i not in reduced)
     return [TensorType(x.dtype, shape)]
 
 

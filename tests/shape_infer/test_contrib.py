@@ -8,22 +8,13 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from ort_shapes import B, S
+from ort_shapes import check_against_onnxruntime as _check
+from ort_shapes import node_model as _model
+from ort_shapes import weight as _w
 
-from onnxforge.io import from_proto
-from onnxforge.ir import TensorType
-from onnxforge.shape_infer import infer
-from onnxforge.shape_infer.symbolic import evaluate
-
-ort = pytest.importorskip("onnxruntime")
-RNG = np.random.default_rng(0)
+pytest.importorskip("onnxruntime")
 F, U8, I32, I64 = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT32, TensorProto.INT64
-B, S = "batch", "sequence"
-
-
-def _w(*shape: int, dtype: type = np.float32) -> np.ndarray:
-    if dtype is np.uint8:
-        return RNG.integers(0, 255, shape).astype(np.uint8)
-    return (RNG.standard_normal(shape) * 0.1).astype(dtype)
 
 
 # name: (op_type, inputs: (name, elem type, dims) for graph inputs or an array for weights,
@@ -156,57 +147,6 @@ CASES: dict[str, tuple] = {
         1,
     ),
 }
-
-
-def _model(op_type: str, inputs: list, attrs: dict, n_out: int, domain: str = "com.microsoft"):
-    names, graph_inputs, inits = [], [], []
-    for i, spec in enumerate(inputs):
-        if isinstance(spec, str):  # an omitted optional input
-            names.append("")
-            continue
-        if isinstance(spec, tuple):
-            name, dtype, dims = spec
-            graph_inputs.append(helper.make_tensor_value_info(name, dtype, dims))
-        else:
-            name = f"w{i}"
-            inits.append(numpy_helper.from_array(np.asarray(spec), name))
-        names.append(name)
-    outputs = [f"y{i}" for i in range(n_out)]
-    node = helper.make_node(op_type, names, outputs, domain=domain, **attrs)
-    graph = helper.make_graph(
-        [node], "g", graph_inputs, [onnx.ValueInfoProto(name=o) for o in outputs], inits
-    )
-    imports = [helper.make_opsetid("", 14)]
-    if domain:
-        imports.append(helper.make_opsetid(domain, 1))
-    model = helper.make_model(graph, opset_imports=imports)
-    model.ir_version = 8
-    return model
-
-
-def _check(model: onnx.ModelProto) -> None:
-    ours = from_proto(model)
-    report = infer(ours)
-    assert not report.errors, report.errors
-    types = {v.name: v.type for v in ours.graph.outputs}
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    for batch, sequence in ((2, 3), (1, 5)):
-        bindings = {B: batch, S: sequence, "kv": sequence + 2, "past": sequence + 1}
-        feeds = {}
-        for vi in model.graph.input:
-            dims = [bindings.get(d.dim_param, d.dim_value) for d in vi.type.tensor_type.shape.dim]
-            dtype = helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
-            feeds[vi.name] = (
-                RNG.integers(0, min(2, *dims), dims).astype(dtype)  # position ids < sequence
-                if dtype.kind in "iu"
-                else RNG.standard_normal(dims).astype(dtype)
-            )
-        names = [o.name for o in session.get_outputs()]
-        for name, array in zip(names, session.run(names, feeds), strict=True):
-            t = types[name]
-            assert isinstance(t, TensorType) and t.shape is not None, (name, t)
-            assert helper.np_dtype_to_tensor_dtype(array.dtype) == t.dtype, (name, t)
-            assert [evaluate(d, bindings) for d in t.shape] == list(array.shape), (name, t)
 
 
 @pytest.mark.parametrize("name", CASES)
