@@ -410,13 +410,12 @@ def save(
     4 KiB model) and seconds per GiB, and a killed process is covered without it.
 
     ``progress`` is called as weights are written (see Progress). ``guard`` checks the model
-    first and refuses it (UnsafeOutputError) before anything is written (see Guard).
+    before it is renamed into place and refuses it (UnsafeOutputError; see Guard): the
+    written file itself, or with external data a copy without the weights.
     """
     path = Path(path)
     location = location or f"{path.name}.data"
     _check_location(location, path)
-    if guard is not None:
-        guard.check(model, str(path))
     folder = path.parent
     if not folder.is_dir():
         raise OnnxForgeError(f"{path}: the folder {str(folder)!r} does not exist")
@@ -437,6 +436,10 @@ def save(
             _write(model, out.handle, sink, path)
             for file in reversed(files):
                 file.finish(durable=durable)
+        if guard is not None and external is None:
+            guard.check_file(out.name, str(path))
+        elif guard is not None:  # the model names a data file that is not yet in place
+            guard.check(model, str(path))
         with _cleanup.blocked_signals():  # the data file and its model are published together
             for file in reversed(files):  # data first: the model never points at missing data
                 file.publish()
@@ -566,8 +569,6 @@ def write(
     all), a stream with ``save_stream`` (through, then flushed and closed). Every command's
     result passes ``guard`` first: a model onnx's checker refuses where it took the input is
     never published."""
-    if guard is not None:
-        guard.check(model, out.name)
     if not out.streamed:
         assert out.path is not None
         save(
@@ -577,8 +578,11 @@ def write(
             location=location,
             durable=durable,
             progress=progress,
+            guard=guard,
         )
         return
+    if guard is not None:
+        guard.check(model, out.name)
     save_stream(model, out.stream(), name=out.name, external_data=external_data, progress=progress)
     try:
         out.close()
