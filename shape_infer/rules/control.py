@@ -21,7 +21,12 @@ Inputs = Sequence[TensorType | None]
 
 
 def _join(a: Type | None, b: Type | None) -> Type | None:
-    """A type both may have: dims that differ become unknown."""
+    """A type both may have: dims that differ become unknown, and a side whose type is unknown
+    leaves only the element type (the spec makes both branches give the same one)."""
+    if isinstance(a, TensorType) and b is None:
+        return TensorType(a.dtype, None)
+    if isinstance(b, TensorType) and a is None:
+        return TensorType(b.dtype, None)
     if not isinstance(a, TensorType) or not isinstance(b, TensorType):
         return a if a is not None and b is None else b if a is None else a
     if a.dtype != b.dtype and a.dtype and b.dtype:

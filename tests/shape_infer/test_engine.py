@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from onnxforge.ir import TensorType
+from onnxforge.ir import DType, TensorType
 from onnxforge.shape_infer import infer
 from onnxforge.testing import model_from_text
 
@@ -89,6 +89,43 @@ def test_if_branches_are_inferred_and_joined() -> None:
     assert not report.errors
     y = model.graph.outputs[0].type
     assert y.shape[0] == "N" and y.shape[1] not in (4, 8)
+
+
+def test_an_if_branch_of_unknown_type_leaves_the_rank_unknown_not_the_other_branch() -> None:
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from onnxforge import io
+
+    def branch(name: str, op: str, domain: str = "") -> onnx.GraphProto:
+        out = onnx.ValueInfoProto(name=f"{name}_out")  # no type declared: a custom op's
+        node = helper.make_node(op, ["x"], [f"{name}_out"], domain=domain)
+        return helper.make_graph([node], name, [], [out])
+
+    graph = helper.make_graph(
+        [
+            helper.make_node(
+                "If",
+                ["c"],
+                ["y"],
+                then_branch=branch("t", "Relu"),
+                else_branch=branch("e", "Mystery", "custom"),
+            )
+        ],
+        "g",
+        [
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    proto = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("custom", 1)]
+    )
+    model = io.from_proto(proto)
+    report = infer(model)
+    assert not report.errors
+    assert model.graph.outputs[0].type == TensorType(DType.FLOAT, None)
 
 
 def test_loop_scan_outputs_get_the_trip_count() -> None:
