@@ -73,13 +73,12 @@ def infer_tree_ensemble(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
 def infer_linear_classifier(op: Op, inputs: Inputs, ctx: InferContext) -> Result:
     n = _rows(inputs[0])
     classes = _count(op.attr("classlabels_ints"), op.attr("classlabels_strings"))
-    coefficients = op.attr("coefficients") or []
-    x = inputs[0]
-    features = x.shape[-1] if x is not None and x.shape else None
-    rows = len(coefficients) // features if isinstance(features, int) and features else None
-    scores: Dim = rows
-    if classes == 2 and rows == 1:
-        scores = 2  # one coefficient row for two labels: onnxruntime scores both
+    # onnxruntime's kernel has one score column per intercept, whatever the input's width
+    # (OnnxMLTools 1.2's logreg_iris declares 2 features against 12 coefficients and 3
+    # intercepts: 3 columns), and two for one intercept with two class labels.
+    scores: Dim = len(op.attr("intercepts") or [])
+    if classes == 2 and scores == 1:
+        scores = 2
     label = DType.STRING if op.attr("classlabels_strings") else DType.INT64
     return [TensorType(label, (n,)), TensorType(DType.FLOAT, (n, scores))]
 

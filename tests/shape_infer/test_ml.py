@@ -92,6 +92,13 @@ CASES: dict[str, tuple] = {
         {"coefficients": [0.1] * 9, "intercepts": [0.0, 0.1, 0.2], "classlabels_ints": [0, 1, 2]},
         2,
     ),
+    # OnnxMLTools 1.2's logreg_iris: 2 features declared against 12 coefficients and 3
+    # intercepts; onnxruntime gives one score column per intercept (3), not 12 // 2.
+    "linear_classifier_columns_follow_the_intercepts": (
+        "LinearClassifier", 1, [("x", _tensor(F, [N, 2]))],
+        {"coefficients": [0.1] * 12, "intercepts": [0.0, 0.1, 0.2], "classlabels_ints": [0, 1, 2]},
+        2,
+    ),
     "linear_classifier_binary_one_row": (
         "LinearClassifier", 1, [("x", _tensor(F, [N, 3]))],
         {"coefficients": [0.1, -0.2, 0.3], "intercepts": [0.1], "classlabels_strings": ["a", "b"]},
