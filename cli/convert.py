@@ -106,7 +106,8 @@ def convert(
                 location = prepare_output(
                     loaded, model, out, in_place=in_place, external_data=external_data
                 )
-            source_opset = loaded.opset()
+            imports = loaded.opset_imports  # an ai.onnx.ml-only model imports no ai.onnx
+            source_opset = imports.get("", imports.get("ai.onnx"))
             ir_before = loaded.ir_version
             converter = ConvertOpsetPass(opset, allow_cast=allow_cast)
             start = time.perf_counter()

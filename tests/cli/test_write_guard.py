@@ -121,3 +121,52 @@ def test_the_checker_copy_leaves_weights_out_but_keeps_their_types() -> None:
         d.dim_value for d in proto.graph.input[1].type.tensor_type.shape.dim
     )
     onnx.checker.check_model(proto, full_check=True)
+
+
+# -- accepted as onnxruntime accepts them (found in the wild corpus) ------------------------
+
+
+def test_an_ir_3_initializer_that_is_not_a_graph_input_is_worked_on(tmp_path: Path) -> None:
+    """onnxruntime's own datasets/mul_1.onnx: IR 3 wants every initializer to be a graph input
+    too, but onnxruntime runs it (a constant), so every command works on it."""
+    ort = pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Mul", ["x", "W"], ["y"])],
+        "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 2])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3, 2])],
+        [onnx.numpy_helper.from_array(np.full((3, 2), 2.0, np.float32), "W")],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 7)])
+    model.ir_version = 3
+    path = tmp_path / "mul.onnx"
+    onnx.save(model, path)
+    for args in (["infer"], ["fold"], ["optimize"], ["convert", "--opset", "13"]):
+        out = tmp_path / f"{args[0]}.onnx"
+        result = CliRunner().invoke(app, [*args, str(path), "-o", str(out)])
+        assert result.exit_code == 0, (args, result.output)
+        y = ort.InferenceSession(str(out)).run(None, {"x": np.ones((3, 2), np.float32)})[0]
+        assert (y == 2.0).all()
+
+
+def test_convert_takes_a_model_that_imports_only_ai_onnx_ml(tmp_path: Path) -> None:
+    """OnnxMLTools 1.2's logreg_iris imports ai.onnx.ml alone: nothing of ai.onnx to convert."""
+    node = onnx.helper.make_node("Normalizer", ["x"], ["y"], domain="ai.onnx.ml", norm="L1")
+    graph = onnx.helper.make_graph(
+        [node],
+        "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 3])],
+    )
+    model = onnx.helper.make_model(
+        graph, opset_imports=[onnx.helper.make_opsetid("ai.onnx.ml", 1)]
+    )
+    model.ir_version = 3
+    path = tmp_path / "ml.onnx"
+    onnx.save(model, path)
+    out = tmp_path / "out.onnx"
+    result = CliRunner().invoke(app, ["convert", str(path), "--opset", "13", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert [(o.domain, o.version) for o in onnx.load(out).opset_import] == [("ai.onnx.ml", 1)]
