@@ -1231,6 +1231,20 @@ def nodes_as_read(model: Model) -> list[memoryview] | None:
     return [run.view() for run in runs]
 
 
+def _written_ir_version(model: Model) -> int:
+    """The model's IR version, or 4 where an IR < 4 model holds an initializer that is not a
+    graph input (IR 3 has none: a pass that folded a constant or fused a weight made one),
+    since onnx's checker and converters hold IR 3 to that rule. A model whose graph was never
+    built is written as read."""
+    version = model.ir_version
+    if version >= 4 or not model.built:
+        return version
+    inputs = {v.name for v in model.graph.inputs}
+    if any(v.name not in inputs for v in model.graph.initializers):
+        return 4
+    return version
+
+
 def model_to_proto(
     model: Model,
     sink: TensorSink | None = None,
@@ -1250,7 +1264,7 @@ def model_to_proto(
     src = model._source
     unbuilt = source_graph and not model.built
     mp = onnx.ModelProto()
-    _set(mp, src, "ir_version", model.ir_version)
+    _set(mp, src, "ir_version", _written_ir_version(model))
     if (
         src is not None
         and _opsets(src.opset_import) == model.opset_imports

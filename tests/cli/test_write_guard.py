@@ -170,3 +170,39 @@ def test_convert_takes_a_model_that_imports_only_ai_onnx_ml(tmp_path: Path) -> N
     result = CliRunner().invoke(app, ["convert", str(path), "--opset", "13", "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert [(o.domain, o.version) for o in onnx.load(out).opset_import] == [("ai.onnx.ml", 1)]
+
+
+def test_a_constant_folded_into_an_ir_3_model_makes_it_ir_4(tmp_path: Path) -> None:
+    """PyTorch 0.3's exports (onnx's backend data, test_operator_repeat) are IR 3, where every
+    initializer must also be a graph input: a folded constant is not one, so the result is
+    written as IR 4, which onnx's checker takes, instead of being refused by the guard."""
+    import numpy as np
+
+    graph = onnx.helper.make_graph(
+        [
+            onnx.helper.make_node(
+                "Constant",
+                [],
+                ["k"],
+                value=onnx.numpy_helper.from_array(np.array([1.0, 2.0], np.float32)),
+            ),
+            onnx.helper.make_node("Add", ["k", "k"], ["k2"]),
+            onnx.helper.make_node("Mul", ["x", "k2"], ["y"]),
+        ],
+        "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 6)])
+    model.ir_version = 3
+    onnx.checker.check_model(model, full_check=True)
+    path = tmp_path / "ir3.onnx"
+    onnx.save(model, path)
+    for command in ("fold", "optimize"):
+        out = tmp_path / f"{command}.onnx"
+        result = CliRunner().invoke(app, [command, str(path), "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        written = onnx.load(out)
+        assert written.ir_version == 4
+        assert [t.name for t in written.graph.initializer]
+        onnx.checker.check_model(written, full_check=True)
