@@ -23,7 +23,7 @@ from onnxforge.ir import (
 )
 from onnxforge.opset import REDUCE_OPS, schema_versions
 from onnxforge.shape_infer.engine import InferContext, shape_rule
-from onnxforge.shape_infer.symbolic import dim_add, dim_ceildiv, dim_floordiv, dim_min
+from onnxforge.shape_infer.symbolic import dim_add, dim_ceildiv, dim_floordiv, dim_min, dim_mul
 
 Inputs = Sequence[TensorType | None]
 
@@ -175,6 +175,54 @@ def infer_qlinear_conv_10(op: Op, inputs: Inputs, ctx: InferContext) -> list[Ten
         return _fallback(op, inputs, ctx)
     zero = _input(inputs, 7)
     return [TensorType(DType.UNDEFINED if zero is None else zero.dtype, shape)]
+
+
+@shape_rule("ConvTranspose", versions=schema_versions("ConvTranspose"))
+def infer_conv_transpose(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    """[N, W.shape[1] * group, *spatial] with each spatial dim ``s*(S-1) + output_padding +
+    d*(k-1) + 1 - pads`` (``S*s`` under SAME auto_pad), symbolic sizes written out (PP-OCR's
+    detection heads upsample ``[N, C, H/4, W/4]`` by 2 twice); ``output_shape`` sets them."""
+    x, w = inputs[0], _input(inputs, 1)
+    if x is None or x.shape is None or len(x.shape) < 3:
+        return _fallback(op, inputs, ctx)
+    n = len(x.shape) - 2
+    group = int(op.attr("group", 1))
+    channels: Dim = None
+    kernel = op.attr("kernel_shape")
+    if w is not None and w.shape is not None and len(w.shape) == n + 2:
+        channels = dim_mul(w.shape[1], group)
+        if kernel is None and all(isinstance(d, int) for d in w.shape[2:]):
+            kernel = w.shape[2:]
+    strides = [int(v) for v in (op.attr("strides") or [1] * n)]
+    dilations = [int(v) for v in (op.attr("dilations") or [1] * n)]
+    extra = [int(v) for v in (op.attr("output_padding") or [0] * n)]
+    pads = [int(v) for v in (op.attr("pads") or [0] * (2 * n))]
+    auto_pad = op.attr("auto_pad", "NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad)
+    output_shape = op.attr("output_shape")
+    if kernel is None or not (
+        len(kernel) == len(strides) == len(dilations) == len(extra) == n and len(pads) == 2 * n
+    ):
+        return _fallback(op, inputs, ctx)
+    if output_shape is not None:
+        sizes = [int(v) for v in output_shape][-n:]
+        if len(sizes) != n:
+            return _fallback(op, inputs, ctx)
+        return [TensorType(x.dtype, (x.shape[0], channels, *sizes))]
+    spatial: list[Dim] = []
+    for i, size in enumerate(x.shape[2:]):
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            spatial.append(dim_mul(size, strides[i]))
+        elif auto_pad in ("NOTSET", "VALID"):
+            reach = dilations[i] * (int(kernel[i]) - 1) + 1
+            taken = 0 if auto_pad == "VALID" else pads[i] + pads[i + n]
+            grown = dim_mul(dim_add(size, -1), strides[i])
+            spatial.append(dim_add(grown, extra[i] + reach - taken))
+        else:
+            return _fallback(op, inputs, ctx)
+    if any(isinstance(d, int) and d < 1 for d in spatial):
+        return _fallback(op, inputs, ctx)  # onnx names the error
+    return [TensorType(x.dtype, (x.shape[0], channels, *spatial))]
 
 
 def _infer_pool(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
