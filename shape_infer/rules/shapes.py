@@ -33,6 +33,7 @@ from onnxforge.shape_infer.symbolic import (
     dim_max,
     dim_min,
     dim_mul,
+    dim_neg,
     dim_product,
     dim_sub,
     is_unknown_symbol,
@@ -377,8 +378,12 @@ def _slice_position(bound: Dim, dim: Dim) -> Dim:
         if bound >= 0:
             return 0 if bound == 0 else dim_min(bound, dim)
         return dim_max(dim_add(dim, bound), 0)
-    if bound is None or not nonnegative(bound):
+    if bound is None:
         return None
+    if not nonnegative(bound):
+        # -L on an axis of L is its start (T5's relative bias slices [-L:] of L), L = 0
+        # included; another -E is 0 when E is, not N - E, so it stays unknown.
+        return 0 if same_dim(dim_neg(bound), dim) else None
     return dim if same_dim(bound, dim) else dim_min(bound, dim)
 
 

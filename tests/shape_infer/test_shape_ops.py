@@ -188,3 +188,33 @@ def test_expand_through_the_where_equal_minus_one_pattern_of_exporters() -> None
         y = Expand(m, target)
     }""")
     assert t["y"].shape == ("B", 1, "S", "S")
+
+
+def test_every_slice_length_written_is_python_s_for_every_size_of_the_dim() -> None:
+    """_slice_len against Python's slice (which Slice follows) for bounds at the boundaries,
+    symbolic ones included, steps 1, 2 and -1, and every size 0-6 of the sliced dim N: a
+    written length is exact or left unknown (None), never a guess."""
+    import itertools
+
+    from onnxforge.shape_infer.rules.shapes import _slice_len
+    from onnxforge.shape_infer.symbolic import evaluate
+
+    bounds: list[int | str] = [0, 1, 3, -1, -3, 10**9, 2**31 - 1, 2**63 - 1, -(2**63)]
+    bounds += ["L", "-L", "N", "-N"]
+    written = 0
+    for start, end, step in itertools.product(bounds, bounds, (1, 2, -1)):
+        dim = _slice_len("N", start, end, step, None)  # type: ignore[arg-type]
+        if dim is None:
+            continue
+        written += 1
+        for n, length in itertools.product(range(7), range(4)):
+            bound = {"N": n, "L": length}
+
+            def value(v: int | str, bound: dict[str, int] = bound) -> int:
+                if isinstance(v, int):
+                    return v
+                return -bound[v[1:]] if v.startswith("-") else bound[v]
+
+            expected = len(range(*slice(value(start), value(end), step).indices(n)))
+            assert evaluate(dim, bound) == expected, (start, end, step, bound, dim)
+    assert written > 250
