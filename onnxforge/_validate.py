@@ -294,8 +294,10 @@ def _signature(op: Op, opsets: dict[str, int]) -> tuple[Any, ...] | None:
     for name, value in op.attrs.items():
         if value is None or isinstance(value, Tensor | Graph | SparseTensor | AttrRef):
             return None
-        if isinstance(value, list) and any(
-            isinstance(v, Tensor | Graph | SparseTensor | AttrRef) for v in value
+        if (  # a list attribute holds one kind: its first element says which
+            isinstance(value, list)
+            and value
+            and isinstance(value[0], Tensor | Graph | SparseTensor | AttrRef)
         ):
             return None
         items.append((name, _kind(value), value if name in _DTYPE_ATTRIBUTES else None))
@@ -386,8 +388,8 @@ def _check_op(op: Op, opsets: dict[str, int], local: dict[tuple[str, str, str], 
 def _tensors_in(value: Any) -> Iterator[Tensor]:
     if isinstance(value, Tensor):
         yield value
-    elif isinstance(value, list):
-        yield from (t for t in value if isinstance(t, Tensor))
+    elif isinstance(value, list) and value and isinstance(value[0], Tensor):
+        yield from value  # a list attribute holds one kind (TENSORS; not a tree's INTS)
 
 
 def _schema_problems(op: Op, shape: schemas.SchemaShape) -> list[str]:

@@ -404,8 +404,8 @@ class Op:
         for value in self.attrs.values():
             if isinstance(value, Graph):
                 yield value
-            elif isinstance(value, list):
-                yield from (g for g in value if isinstance(g, Graph))
+            elif isinstance(value, list) and value and isinstance(value[0], Graph):
+                yield from value  # a list attribute holds one kind (GRAPHS; not INTS)
 
     def describe(self) -> str:
         """``Sub 'node_3'`` for messages."""

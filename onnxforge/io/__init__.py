@@ -185,6 +185,8 @@ def data_files(model: Model) -> set[Path]:
                 if not op.attrs:  # most ops: 0.3 s of `infer -o` on a million of them
                     continue
                 for attr in op.attrs.values():
+                    if isinstance(attr, list) and not (attr and isinstance(attr[0], Tensor)):
+                        continue  # a list attribute holds one kind: not tensors here
                     for tensor in attr if isinstance(attr, list) else [attr]:
                         if isinstance(tensor, Tensor):
                             spans.append(tensor.span)

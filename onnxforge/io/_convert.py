@@ -16,7 +16,7 @@ import io
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import islice, repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -867,7 +867,7 @@ def _kind_of_value(value: Any) -> int:
         if not value:
             return _A.INTS
         single = _kind_of_value(value[0])
-        if single == _A.INT and any(isinstance(v, float) for v in value):
+        if single == _A.INT and any(map(isinstance, value, repeat(float))):  # in C: 50M ints
             return _A.FLOATS
         return _LIST_OF[single]
     raise OnnxForgeError(f"attribute value {value!r} has no ONNX attribute type")

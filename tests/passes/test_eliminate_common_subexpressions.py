@@ -206,3 +206,19 @@ def test_duplicates_inside_a_branch_merge_there() -> None:
     assert _run(model) == {"ops_merged": 1}
     then_branch = next(model.graph.ops[0].subgraphs())
     assert [op.op_type for op in then_branch.ops] == ["Relu", "Add"]
+
+
+def test_long_list_attributes_are_compared_by_their_values_not_element_by_element() -> None:
+    """A tree ensemble's lists hold millions of numbers: keyed by a digest (LIST_DIGEST), they
+    still merge only when every value is the same, -0.0 and 0.0 apart as their reprs are."""
+    from onnxforge.passes.eliminate_common_subexpressions import LIST_DIGEST, _attr_key
+
+    n = LIST_DIGEST + 1
+    floats = [float(i) for i in range(n)]
+    assert _attr_key(floats) == _attr_key(list(floats))
+    assert _attr_key(floats) != _attr_key([*floats[:-1], floats[-1] + 1e-9])
+    assert _attr_key([0.0] * n) != _attr_key([-0.0] * n)
+    assert _attr_key(list(range(n))) != _attr_key([float(i) for i in range(n)])
+    assert _attr_key(["a", "bc"] * n) != _attr_key(["ab", "c"] * n)
+    assert _attr_key([1, 2.5] * n) == _attr_key([1, 2.5] * n)  # mixed: element by element
+    assert _attr_key([2**70] * n) == _attr_key([2**70] * n)  # past int64: element by element
