@@ -26,6 +26,9 @@ a static mismatch is a ShapeError naming both shapes, the rule and the first dim
 fit. Two dims that must be equal but are not provably so (``N`` and ``M``, ``N`` and 3 when ``N``
 cannot be the broadcast 1) are taken as equal and reported through ``on_assume``, once per pair
 and only when the broadcast succeeds; None and the engine's ``unk__`` names are never reported.
+Under the numpy rule two expressions of a shared symbol (``N`` and ``N+1``, ``N`` and ``2*N``)
+are never taken as equal, since they are equal nowhere or only at 0: one of them is the
+broadcast 1, and which one depends on the size, so the dim is unknown.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from collections.abc import Callable, Sequence
 
 from onnxforge.errors import ShapeError
 from onnxforge.ir import Dim, Shape
-from onnxforge.shape_infer.symbolic import is_unknown_symbol, same_dim
+from onnxforge.shape_infer.symbolic import is_unknown_symbol, names, same_dim
 
 RULES = ("numpy", "legacy", "none", "pdpd")
 
@@ -105,6 +108,10 @@ class _Broadcast:
             return y
         if is_unknown_symbol(x) or is_unknown_symbol(y):
             return None  # either may be 1: nothing sound to say
+        if names(x) & names(y):
+            # N and N+1 (or 2*N) are not two symbols to take as equal: they never are (or only
+            # at 0), so one of them is 1, and which one depends on N
+            return None
         self.assume(x, y)
         return x
 

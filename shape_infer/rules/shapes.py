@@ -436,6 +436,7 @@ def infer_reshape(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType 
         return [TensorType(t.dtype, None)]
     allowzero = int(op.attr("allowzero", 0) or 0)
     out: list[Dim] = []
+    maybe_copied: list[int] = []  # symbols that may be 0 where 0 copies another size
     infer_at = None
     for i, d in enumerate(target):
         if d == -1:
@@ -454,8 +455,27 @@ def infer_reshape(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType 
             out.append(t.shape[i])
         elif isinstance(d, int) and d < -1:
             raise ShapeError(f"shape {format_shape(target)} has a negative dim {d}")
+        elif isinstance(d, str) and not nonnegative(d):
+            out.append(None)  # N-1 is -1 at N=0: then the dim is inferred, not N-1
+        elif isinstance(d, str) and not allowzero and not nonnegative(dim_sub(d, 1)):
+            # A symbol may be 0, which copies dim i: d is that dim's size where d=0 makes
+            # dim i 0 too (dim i is d or a multiple of it), where there is no dim i (d=0 is
+            # then an invalid model); else see below.
+            copied = t.shape[i] if t.shape is not None and i < len(t.shape) else 0
+            if dim_div_exact(copied, d) is None:
+                maybe_copied.append(i)
+            out.append(d)
         else:
             out.append(d)
+    if maybe_copied and t.shape is not None:
+        # Still d where the element counts agree as polynomials and every other dim is at
+        # least 1 (the flattening [B, S, H] -> [B*S, H]): a copy at d=0 would then leave the
+        # output a non-empty tensor of an empty input, an invalid model.
+        fits = infer_at is None and same_dim(dim_product(out), dim_product(t.shape))
+        for i in maybe_copied:
+            others = (o for j, o in enumerate(out) if j != i)
+            if not (fits and all(nonnegative(dim_sub(o, 1)) for o in others)):
+                out[i] = None
     if t.shape is not None:
         total = dim_product(t.shape)
         if infer_at is not None:
@@ -497,6 +517,8 @@ def infer_expand(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType |
                 return [TensorType(t.dtype, (None,) * len(t.shape))]
             return [TensorType(t.dtype, (None,) * shape_t.shape[0])]
         return [TensorType(t.dtype, None)]
+    if any(isinstance(d, int) and d < 0 for d in target):
+        raise ShapeError(f"shape {format_shape(target)} has a negative dim")
     if t.shape is None:
         return [TensorType(t.dtype, None)]
     return [TensorType(t.dtype, broadcast_shape(t.shape, target, on_assume=ctx.assume))]
@@ -524,6 +546,8 @@ def infer_tile(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | N
         return [TensorType(t.dtype, (None,) * len(t.shape))]
     if len(repeats) != len(t.shape):
         raise ShapeError(f"{len(repeats)} repeats for a rank-{len(t.shape)} input")
+    if any(isinstance(r, int) and r < 0 for r in repeats):
+        raise ShapeError(f"repeats {format_shape(repeats)} has a negative count")
     return [
         TensorType(t.dtype, tuple(dim_mul(d, r) for d, r in zip(t.shape, repeats, strict=True)))
     ]
@@ -556,6 +580,11 @@ def constant_of_shape_value(op: Op, ctx: InferContext) -> list[Known | None]:
     return [(int(fill[0]),) * target[0]]
 
 
+DOUBLE_EXACT = 1 << 53
+"""onnxruntime counts Range's elements as ceil((double(limit) - double(start)) / double(delta)):
+past 2**53 that is not the exact count (Range(1, INT64_MIN, INT64_MIN) has 2 elements, 1 there)."""
+
+
 @shape_rule("Range", versions=schema_versions("Range"))
 def infer_range(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
     t = inputs[0]
@@ -575,10 +604,14 @@ def infer_range(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | 
     s, lim, d = start[0], limit[0], delta[0]
     if d == 0:
         raise ShapeError("delta is 0")
+    if any(isinstance(v, int) and abs(v) >= DOUBLE_EXACT for v in (s, lim, d)):
+        return [TensorType(dtype, (None,))]  # counted in double at run time: not exact here
     if isinstance(s, int) and isinstance(lim, int) and isinstance(d, int):
         return [TensorType(dtype, (max(-(-(lim - s) // d), 0),))]
-    if isinstance(d, int) and d > 0:
-        return [TensorType(dtype, (dim_ceildiv(dim_sub(lim, s), d),))]
+    if isinstance(d, int):
+        # max(ceil((limit - start) / delta), 0): Range(5, N, 1) is empty for N < 5
+        span = dim_sub(lim, s) if d > 0 else dim_sub(s, lim)
+        return [TensorType(dtype, (dim_max(dim_ceildiv(span, abs(d)), 0),))]
     return [TensorType(dtype, (None,))]
 
 
@@ -590,8 +623,11 @@ def range_value(op: Op, ctx: InferContext) -> list[Known | None]:
     s, lim, d = start[0], limit[0], delta[0]
     if not (isinstance(s, int) and isinstance(lim, int) and isinstance(d, int)) or d == 0:
         return [None]
-    values = range(s, lim, d)
-    return [tuple(values)] if len(values) <= 1024 else [None]
+    if max(abs(s), abs(lim), abs(d)) >= DOUBLE_EXACT:
+        return [None]
+    if max(-(-(lim - s) // d), 0) > 1024:  # before len(): INT64 bounds overflow a range's len
+        return [None]
+    return [tuple(range(s, lim, d))]
 
 
 # -- element arithmetic on shape values -------------------------------------------------------

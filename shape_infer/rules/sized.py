@@ -13,10 +13,18 @@ from fractions import Fraction
 
 import numpy as np
 
+from onnxforge.errors import ShapeError
 from onnxforge.ir import Dim, Op, TensorType
 from onnxforge.opset import schema_versions
+from onnxforge.shape_infer.broadcast import format_shape
 from onnxforge.shape_infer.engine import InferContext, shape_rule
-from onnxforge.shape_infer.symbolic import dim_add, dim_floordiv, dim_mul, is_unknown_symbol
+from onnxforge.shape_infer.symbolic import (
+    dim_add,
+    dim_floordiv,
+    dim_mul,
+    is_unknown_symbol,
+    parse,
+)
 
 Inputs = Sequence[TensorType | None]
 
@@ -75,11 +83,20 @@ def infer_pad(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | No
         return out
     dims = list(x.shape)
     for i, axis in enumerate(axes):
-        dims[axis] = dim_add(dim_add(dims[axis], pads[i]), pads[i + len(axes)])
+        padded = dim_add(dim_add(dims[axis], pads[i]), pads[i + len(axes)])
+        if isinstance(padded, int) and padded < 0:  # a crop past the dim's size
+            raise ShapeError(
+                f"pads {format_shape(pads)} make dim {axis} ({x.shape[axis]}) {padded}"
+            )
+        dims[axis] = padded
     return [_fill(out[0], dims, x.dtype)]
 
 
 # -- Resize and Upsample ------------------------------------------------------------------------
+FLOAT32_EXACT = 1 << 24
+"""Integers up to here are exact in float32, in which onnxruntime scales Resize's dims."""
+
+
 def _scaled(dim: Dim, scale: float) -> Dim:
     """floor(dim * scale) where that is exact in float32 (onnxruntime multiplies in float):
     integer scales and 1/2**k, the ones exporters write for 2x and 0.5x."""
@@ -87,10 +104,27 @@ def _scaled(dim: Dim, scale: float) -> Dim:
     if fraction <= 0 or fraction.denominator & (fraction.denominator - 1):
         return None
     if isinstance(dim, int):
-        return int(np.floor(np.float32(scale) * np.float32(dim))) if dim < 1 << 24 else None
-    if fraction.denominator > 1 << 10:
+        return int(np.floor(np.float32(scale) * np.float32(dim))) if dim < FLOAT32_EXACT else None
+    if fraction.denominator > 1 << 10 or dim is None:
         return None
+    if abs(parse(dim).terms.get((), 0)) >= FLOAT32_EXACT:
+        return None  # N+1000000001 is past 2**24 for every N: float32 rounds it
     return dim_floordiv(dim_mul(dim, fraction.numerator), fraction.denominator)
+
+
+def _float32_exact(t: TensorType | None, x: TensorType) -> TensorType | None:
+    """onnx's static dims of a Resize by scales, less those past 2**24: onnxruntime computes
+    them in float32, which holds no odd integer there (1000000001 * 1.0 is 1000000000)."""
+    if t is None or t.shape is None or x.shape is None or len(t.shape) != len(x.shape):
+        return t
+    dims = tuple(
+        None
+        if isinstance(d, int)
+        and (d >= FLOAT32_EXACT or (isinstance(i, int) and i >= FLOAT32_EXACT))
+        else d
+        for d, i in zip(t.shape, x.shape, strict=True)
+    )
+    return TensorType(t.dtype, dims)
 
 
 def _resize_dims(
@@ -108,6 +142,8 @@ def _resize_dims(
         sizes = ctx.value(sizes_at)
         if policy != "stretch" or sizes is None or len(sizes) != len(axes):
             return None
+        if any(isinstance(size, int) and size < 0 for size in sizes):
+            raise ShapeError(f"sizes {format_shape(sizes)} has a negative size")
         for axis, size in zip(axes, sizes, strict=True):
             dims[axis] = size
         return dims
@@ -132,7 +168,9 @@ def infer_resize(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType |
         dims = _resize_dims(op, ctx, x, 1, None)
     else:
         dims = _resize_dims(op, ctx, x, 2, 3)
-    return [_fill(out[0], dims, x.dtype)]
+    result = _fill(out[0], dims, x.dtype)
+    by_sizes = ctx.version >= 11 and ctx.input(3) is not None
+    return [result if by_sizes else _float32_exact(result, x)]
 
 
 @shape_rule("Upsample", versions=schema_versions("Upsample"))
@@ -142,7 +180,7 @@ def infer_upsample(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType
     if x is None or x.shape is None:
         return out
     dims = _resize_dims(op, ctx, x, None if ctx.version < 9 else 1, None)
-    return [_fill(out[0], dims, x.dtype)]
+    return [_float32_exact(_fill(out[0], dims, x.dtype), x)]
 
 
 # -- TopK ---------------------------------------------------------------------------------------
@@ -164,6 +202,8 @@ def infer_topk(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | N
     else:
         known = ctx.value(1)
         k = known[0] if known is not None and len(known) == 1 else None
+    if isinstance(k, int) and k < 0:
+        raise ShapeError(f"k {k} is negative")
     if k is None:
         onnx_k = out[0].shape[axis] if out[0] is not None and out[0].shape else None
         k = onnx_k if isinstance(onnx_k, int) else ctx.new_dim()

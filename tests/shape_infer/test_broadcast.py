@@ -87,6 +87,15 @@ def test_numpy_two_symbols_are_assumed_equal_once() -> None:
     assert assumptions(("N", "N"), ("M", "M"), rule="numpy") == (("N", "N"), [("N", "M")])
 
 
+def test_numpy_expressions_of_one_symbol_are_unknown_not_assumed_equal() -> None:
+    # N and N+1 never are equal: one of them is 1, so the result is N+1 at N=1 and N at N=0
+    # (boundary fuzz: Expand of [N,1] to [N+1,1] was written [N,1] under "N == N+1").
+    assert assumptions(("N", 1), ("N+1", 1), rule="numpy") == ((None, 1), [])
+    assert assumptions(("N-2",), ("N",), rule="numpy") == ((None,), [])
+    assert assumptions(("N",), ("2*N",), rule="numpy") == ((None,), [])  # equal only at 0
+    assert assumptions(("floor(N/3)",), ("N",), rule="numpy") == ((None,), [])
+
+
 def test_numpy_equal_polynomials_are_the_same_dim() -> None:
     assert assumptions(("N+M",), ("M+N",), rule="numpy") == (("N+M",), [])
 
