@@ -334,7 +334,7 @@ def _slice_len(dim: Dim, start: Dim, end: Dim, step: int, ctx: InferContext) -> 
     at which side wins), except that a bound at or past 2**31-1 reaches the end, since no
     runtime makes a dim that large. Symbolic bounds must be provably >= 0."""
     if isinstance(dim, int) and isinstance(start, int) and isinstance(end, int):
-        return len(range(*slice(start, end, step).indices(dim)))
+        return len(_slice_range(dim, start, end, step))
     if dim is None:
         return None
     if step < 0:  # only the whole axis reversed (x[::-1], x[-1::-k])
@@ -366,6 +366,19 @@ def _slice_len(dim: Dim, start: Dim, end: Dim, step: int, ctx: InferContext) -> 
     if length is None or step == 1:
         return length
     return dim_ceildiv(length, step)
+
+
+def _slice_range(dim: int, start: int, end: int, step: int) -> range:
+    """The indices Slice takes along a static dim: ONNX's clamping (the kernel's), which is
+    Python's but for a negative step whose start is before the front: the spec clamps it to
+    0 (``[-5::-1]`` of 3 takes index 0), Python to -1 (nothing)."""
+    if dim == 0:
+        return range(0)
+    start = start + dim if start < 0 else start
+    end = end + dim if end < 0 else end
+    if step > 0:
+        return range(min(max(start, 0), dim), min(max(end, 0), dim), step)
+    return range(min(max(start, 0), dim - 1), min(max(end, -1), dim - 1), step)
 
 
 def _slice_position(bound: Dim, dim: Dim) -> Dim:
@@ -414,7 +427,7 @@ def slice_value(op: Op, ctx: InferContext) -> list[Known | None]:
     _, start, end, step = params[0]
     if not isinstance(start, int) or not isinstance(end, int):
         return [None]
-    return [tuple(known[slice(*slice(start, end, step).indices(len(known)))])]
+    return [tuple(known[i] for i in _slice_range(len(known), start, end, step))]
 
 
 # -- Reshape, Flatten, Expand, Tile, ConstantOfShape, Range -----------------------------------
