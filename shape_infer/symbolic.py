@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 import functools
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -373,6 +374,10 @@ def _divide(func: str, expr: Expr, divisor: int) -> Expr:
                 # and b, d > 0 (ceil alike), so a chain of strided convs is one division.
                 inner = atom.args[0] + Expr.const(rest * atom.divisor)
                 return out + _divide(func, inner, atom.divisor * divisor)
+    common = math.gcd(divisor, *left.terms.values())  # floor(4*h/8) is floor(h/2)
+    if common > 1:
+        left = Expr({m: c // common for m, c in left.terms.items()})
+        divisor //= common
     return out + Expr.atom(Apply(func, (left,), divisor))
 
 

@@ -26,6 +26,7 @@ from onnxforge.shape_infer.engine import (
     value_rule,
 )
 from onnxforge.shape_infer.symbolic import (
+    Expr,
     dim_add,
     dim_ceildiv,
     dim_div_exact,
@@ -38,7 +39,9 @@ from onnxforge.shape_infer.symbolic import (
     dim_sub,
     is_unknown_symbol,
     nonnegative,
+    parse,
     same_dim,
+    to_dim,
 )
 
 Inputs = Sequence[TensorType | None]
@@ -494,6 +497,8 @@ def infer_reshape(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType 
         if infer_at is not None:
             rest = dim_product(d for i, d in enumerate(out) if i != infer_at)
             out[infer_at] = dim_div_exact(total, rest)
+            if out[infer_at] is None:
+                out[infer_at] = _quotient(total, rest)
             if isinstance(total, int) and isinstance(rest, int) and rest and total % rest:
                 raise ShapeError(
                     f"cannot reshape {format_shape(t.shape)} ({total} elements) to "
@@ -507,6 +512,26 @@ def infer_reshape(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType 
                     f"{format_shape(target)} ({size} elements)"
                 )
     return [TensorType(t.dtype, tuple(out))]
+
+
+def _quotient(total: Dim, rest: Dim) -> Dim:
+    """A Reshape's -1 where ``rest`` does not divide ``total`` as polynomials: onnxruntime runs
+    the model only when it divides the sizes, so where ``rest`` is a constant c times factors
+    of ``total``, the -1 is ``floor((total / factors) / c)`` for every run: madmom's
+    [T, 24, F] to [-1, 2520] is ``floor(F*T/105)``, [1, 4, h, 1, w] to [0, 0, -1, 2, 0]
+    ``floor(h/2)``."""
+    if total is None or rest is None:
+        return None
+    if isinstance(rest, int):
+        return dim_floordiv(total, rest) if rest > 0 else None
+    terms = parse(rest).terms
+    if len(terms) != 1:
+        return None
+    ((monomial, coef),) = terms.items()
+    if coef <= 0:
+        return None
+    quotient = dim_div_exact(total, to_dim(Expr({monomial: 1})))
+    return None if quotient is None else dim_floordiv(quotient, coef)
 
 
 @value_rule("Reshape", versions=schema_versions("Reshape"))

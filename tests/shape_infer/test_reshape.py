@@ -78,3 +78,53 @@ def test_reshape_to_a_symbol_minus_one_is_unknown_because_it_may_be_minus_one() 
         y = Reshape(x, target)
     }""")
     assert is_unknown_symbol(shape[0]) and shape[1] == 4
+
+
+def test_a_minus_one_over_a_constant_is_the_quotient_the_run_needs() -> None:
+    # madmom's CNNs: [T, 24, F] to [-1, 2520] runs only where 105 divides F*T.
+    shape = _output_shape("""
+    g (float[T, 24, F] x) => (float[?, ?] y) {
+        s = Constant <value = int64[2] {-1, 2520}> ()
+        y = Reshape(x, s)
+    }""")
+    assert shape == ("floor((F*T)/105)", 2520)
+
+
+def test_a_minus_one_over_a_constant_times_a_factor_is_the_quotient() -> None:
+    # trueocr's detector: [1, 4, h, 1, w] to [0, 0, -1, 2, 0]: -1 is 4*h*w / (8*w).
+    shape = _output_shape("""
+    g (float[1, 4, h, 1, w] x) => (float[?, ?, ?, ?, ?] y) {
+        s = Constant <value = int64[5] {0, 0, -1, 2, 0}> ()
+        y = Reshape(x, s)
+    }""")
+    assert shape == (1, 4, "floor(h/2)", 2, "w")
+
+
+def test_minus_one_quotients_are_what_onnxruntime_computes() -> None:
+    import numpy as np
+    import pytest
+
+    ort = pytest.importorskip("onnxruntime")
+    from onnxforge import io
+    from onnxforge.shape_infer.symbolic import evaluate
+
+    model = model_from_text(
+        HEADER
+        + """
+    g (float[T, 24, F] x, float[1, 4, h, 1, w] z) => (float[?, ?] y, float[?, ?, ?, ?, ?] v) {
+        s = Constant <value = int64[2] {-1, 2520}> ()
+        y = Reshape(x, s)
+        t = Constant <value = int64[5] {0, 0, -1, 2, 0}> ()
+        v = Reshape(z, t)
+    }"""
+    )
+    proto = io.to_proto(model)
+    infer(model)
+    session = ort.InferenceSession(proto.SerializeToString())
+    for binding in ({"T": 35, "F": 3, "h": 4, "w": 3}, {"T": 7, "F": 30, "h": 10, "w": 1}):
+        feeds = {
+            "x": np.zeros((binding["T"], 24, binding["F"]), np.float32),
+            "z": np.zeros((1, 4, binding["h"], 1, binding["w"]), np.float32),
+        }
+        for value, array in zip(model.graph.outputs, session.run(None, feeds), strict=True):
+            assert [evaluate(d, binding) for d in value.type.shape] == list(array.shape)

@@ -125,3 +125,13 @@ def test_arithmetic_on_symbols_evaluates_like_arithmetic_on_ints(n: int, m: int,
 @pytest.mark.parametrize("text", ["N+M", "2*N*M-3", "ceil((N+1)/4)", "floor(N/2)"])
 def test_printed_expressions_parse_back_to_themselves(text: str) -> None:
     assert str(parse(str(parse(text)))) == str(parse(text))
+
+
+def test_a_division_by_a_constant_is_reduced_by_the_common_factor() -> None:
+    from onnxforge.shape_infer.symbolic import dim_ceildiv, dim_floordiv, evaluate
+
+    assert dim_floordiv("4*h", 8) == "floor(h/2)"
+    assert dim_floordiv("24*F*T", 2520) == "floor((F*T)/105)"
+    assert dim_ceildiv("2*N+2", 4) == "ceil((N+1)/2)"
+    for n in range(12):
+        assert evaluate(dim_floordiv("6*N+3", 9), {"N": n}) == (6 * n + 3) // 9
