@@ -973,12 +973,11 @@ def measure_model(
     shutil.rmtree(work / "convert 21", ignore_errors=True)
 
     def check() -> dict[str, Any]:
-        shapes_given = []
-        for name, array in feeds.items():
-            shapes_given += ["--input-shape", f"{name}={','.join(map(str, array.shape))}"]
+        given = work / "feeds.npz"  # the feeds that ran: some models need their values
+        np.savez(given, **feeds)
         return _run_cli(
             ["check", "--runtime", "onnxruntime", "--verify", "onnxruntime", "--json",
-             "--jobs", "1", *shapes_given, str(path)],
+             "--jobs", "1", "--inputs", str(given), str(path)],
             timeout, report=True,
         )  # fmt: skip
 

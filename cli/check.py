@@ -135,6 +135,16 @@ def check(
             show_default=False,
         ),
     ] = None,
+    inputs: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE.npz",
+            help="Arrays by input name for --verify, fed as they are (inputs that must hold "
+            "particular values: lengths, ids, durations); inputs it leaves out are made as "
+            "usual. Default: every input made.",
+            show_default=False,
+        ),
+    ] = None,
     fail_on: Annotated[
         FailOn | None,  # type: ignore[valid-type]
         typer.Option(
@@ -214,6 +224,7 @@ def check(
             "max_opset": max_opset if max_opset is not None else settings.max_opset,
             "max_ir": max_ir if max_ir is not None else settings.max_ir,
             "verify": runtimes,
+            "inputs": None if inputs is None else os.fspath(inputs),
         }
         per_file = []
         for model in models:

