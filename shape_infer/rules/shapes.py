@@ -478,7 +478,8 @@ def infer_reshape(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType 
             # dim i 0 too (dim i is d or a multiple of it), where there is no dim i (d=0 is
             # then an invalid model); else see below.
             copied = t.shape[i] if t.shape is not None and i < len(t.shape) else 0
-            if dim_div_exact(copied, d) is None:
+            ratio = dim_div_exact(d, copied)  # 8*B over B: 0 exactly where B is, so exact
+            if dim_div_exact(copied, d) is None and not (isinstance(ratio, int) and ratio):
                 maybe_copied.append(i)
             out.append(d)
         else:

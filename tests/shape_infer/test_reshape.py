@@ -128,3 +128,21 @@ def test_minus_one_quotients_are_what_onnxruntime_computes() -> None:
         }
         for value, array in zip(model.graph.outputs, session.run(None, feeds), strict=True):
             assert [evaluate(d, binding) for d in value.type.shape] == list(array.shape)
+
+
+def test_a_target_dim_that_is_a_constant_times_the_copied_dim_is_kept() -> None:
+    # tf2onnx's BERT (g2p-id): ReduceProd of Shape(x)[0:2] is 8*B; where it is 0, B is 0 and
+    # the copy it would make is 0 too, so 8*B is exact and the -1 resolves to 32.
+    shape = _output_shape("""
+    g (float[B, 8, 1, 32, 16] x) => (float[?, ?, ?] y) {
+        s = Shape(x)
+        i = Constant <value = int64[2] {0, 1}> ()
+        g1 = Gather <axis = 0> (s, i)
+        p = ReduceProd <keepdims = 1> (g1)
+        m1 = Constant <value = int64[1] {-1}> ()
+        j = Constant <value = int64[1] {4}> ()
+        g2 = Gather <axis = 0> (s, j)
+        c = Concat <axis = 0> (p, m1, g2)
+        y = Reshape(x, c)
+    }""")
+    assert shape == ("8*B", 32, 16)
