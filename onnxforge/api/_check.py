@@ -564,7 +564,7 @@ def _verify(
             for plan in candidates:
                 rng = np.random.default_rng(0)
                 feeds: dict[str, np.ndarray] = {}
-                made: np.ndarray | str = ""
+                made: np.ndarray | str | None = None  # a str: why an input cannot be made
                 for value in model.graph.inputs:
                     if value.const is not None and value.name not in given:
                         continue  # an initializer that is also an input: its value is used

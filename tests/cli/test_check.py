@@ -320,3 +320,16 @@ def test_verify_feeds_the_inputs_given_in_an_npz_file(tmp_path: Path) -> None:
     assert wrong.exit_code == 1 and "--inputs holds 'nothing', not an input" in wrong.output
     missing = CliRunner().invoke(app, [*args, "--inputs", str(tmp_path / "none.npz")])
     assert missing.exit_code == 2 and "cannot read the inputs" in missing.output
+
+
+def test_verify_runs_a_model_whose_every_input_is_given(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    model = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N] x) => (float[N] y) { y = Relu(x) }""")
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    feeds = tmp_path / "feeds.npz"
+    np.savez(feeds, x=np.ones(3, np.float32))
+    args = ["check", str(path), "--verify", "onnxruntime", "--jobs", "1", "--inputs", str(feeds)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
