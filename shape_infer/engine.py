@@ -59,7 +59,13 @@ from onnxforge.ir import (
 from onnxforge.kernels import NONDETERMINISTIC
 from onnxforge.registry import OpRegistry
 from onnxforge.shape_infer.broadcast import format_shape
-from onnxforge.shape_infer.symbolic import UNKNOWN_PREFIX, is_unknown_symbol, names
+from onnxforge.shape_infer.symbolic import (
+    UNKNOWN_PREFIX,
+    dim_sub,
+    is_unknown_symbol,
+    names,
+    nonnegative,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -273,6 +279,22 @@ class InferContext:
     def new_dim(self) -> str:
         return self.engine.new_dim()
 
+    def at_least_one(self, dim: Dim) -> bool:
+        """``dim`` is 1 or more in every run: provably (``N+1``), or a fact the model cannot
+        run without (``positive``)."""
+        if dim is None:
+            return False
+        if isinstance(dim, int):
+            return dim >= 1
+        return nonnegative(dim_sub(dim, 1)) or dim in self.engine.positive
+
+    def positive(self, *dims: Dim) -> None:
+        """Record dims the model cannot run without being 1 or more (onnxruntime's Conv
+        refuses an empty spatial dim and one its window does not fit): facts, not guesses,
+        for the main graph only (a body's op may never run)."""
+        if self.scope.depth == 0:
+            self.engine.positive.update(d for d in dims if isinstance(d, str))
+
     def assume(self, a: Dim, b: Dim, relation: str = "==") -> None:
         """Record that the result holds only if ``a relation b`` (two dims taken as equal)."""
         self.engine.record(
@@ -325,6 +347,8 @@ class _Engine:
         self.versions: dict[tuple[str, str, int], int] = {}
         """(op type, domain, opset) -> the schema's since_version: one lookup per kind of op."""
         self.constant_known: dict[Value, Known | None] = {}
+        self.positive: set[str] = set()
+        """Symbolic dims that are 1 or more in every run (InferContext.positive)."""
         self.current: Op | None = None  # the main graph's op being inferred
         self.by_op: dict[Op, list[tuple[list[Any], Any]]] = {}
         """The report entries each op of the main graph added (``record``)."""

@@ -154,6 +154,8 @@ def infer_conv(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | N
     shape = conv_shape(op, x, _input(inputs, 1))
     if x is None or shape is None:
         return _fallback(op, inputs, ctx)
+    if x.shape is not None:  # onnxruntime refuses an empty map and a window it cannot fit
+        ctx.positive(*x.shape[2:], *shape[2:])
     return [TensorType(x.dtype, shape)]
 
 

@@ -473,7 +473,7 @@ def infer_reshape(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType 
             raise ShapeError(f"shape {format_shape(target)} has a negative dim {d}")
         elif isinstance(d, str) and not nonnegative(d):
             out.append(None)  # N-1 is -1 at N=0: then the dim is inferred, not N-1
-        elif isinstance(d, str) and not allowzero and not nonnegative(dim_sub(d, 1)):
+        elif isinstance(d, str) and not allowzero and not ctx.at_least_one(d):
             # A symbol may be 0, which copies dim i: d is that dim's size where d=0 makes
             # dim i 0 too (dim i is d or a multiple of it), where there is no dim i (d=0 is
             # then an invalid model); else see below.
@@ -491,7 +491,7 @@ def infer_reshape(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType 
         fits = infer_at is None and same_dim(dim_product(out), dim_product(t.shape))
         for i in maybe_copied:
             others = (o for j, o in enumerate(out) if j != i)
-            if not (fits and all(nonnegative(dim_sub(o, 1)) for o in others)):
+            if not (fits and all(ctx.at_least_one(o) for o in others)):
                 out[i] = None
     if t.shape is not None:
         total = dim_product(t.shape)

@@ -146,3 +146,22 @@ def test_a_target_dim_that_is_a_constant_times_the_copied_dim_is_kept() -> None:
         y = Reshape(x, c)
     }""")
     assert shape == ("8*B", 32, 16)
+
+
+def test_a_dim_a_conv_produced_is_at_least_one_so_a_reshape_keeps_it() -> None:
+    # SVTRv2 (azcrawlerpy, wild corpus) reshapes its conv features [B, H', W', C] to
+    # [-1, W', C]: W' = floor((W+3)/4) could be 0 and copy H' there, but onnxruntime's Conv
+    # refuses an empty map, so W' >= 1 in every run and the -1 is B*H'.
+    shape = _output_shape("""
+    g (float[B, 3, H, W] x, float[8, 3, 3, 3] w) => (float[?, ?, ?] y) {
+        c = Conv <strides = [4, 4], pads = [1, 1, 1, 1]> (x, w)
+        t = Transpose <perm = [0, 2, 3, 1]> (c)
+        s = Shape(t)
+        two = Constant <value = int64[1] {2}> ()
+        d = Gather <axis = 0> (s, two)
+        m1 = Constant <value = int64[1] {-1}> ()
+        eight = Constant <value = int64[1] {8}> ()
+        target = Concat <axis = 0> (m1, d, eight)
+        y = Reshape(t, target)
+    }""")
+    assert shape == ("B*floor((H+3)/4)", "floor((W+3)/4)", 8)
