@@ -23,9 +23,19 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from onnxforge import io, passes
+from onnxforge import io
 from onnxforge.errors import OnnxForgeError
 from onnxforge.ir import Model, TensorType
+from onnxforge.passes import (
+    ConvertOpsetPass,
+    FixedPoint,
+    FoldConstantsPass,
+    InferShapesPass,
+    PassManager,
+    ReplaceStaleTypesPass,
+    cleanup_passes,
+    fold_pipeline,
+)
 from onnxforge.passes.convert import convert as convert_model
 from onnxforge.shape_infer import infer as infer_model
 
@@ -111,18 +121,18 @@ def pipeline(options: OptimizeOptions, *, instruments: Sequence[Any] = ()) -> An
     """The PassManager `optimize` runs for these options (``instruments`` watch the passes:
     the command line's progress display)."""
     limit = {} if options.fold_limit is None else {"limit_bytes": options.fold_limit}
-    fold = passes.FoldConstantsPass(**limit)
-    group = [p for p in [fold, *passes.cleanup_passes()] if _wanted(p.name, options)]
+    fold = FoldConstantsPass(**limit)
+    group = [p for p in [fold, *cleanup_passes()] if _wanted(p.name, options)]
     stages: list[Any] = [
-        passes.ReplaceStaleTypesPass(strict=options.strict),
-        passes.InferShapesPass(strict=True),  # an inconsistent model stops
+        ReplaceStaleTypesPass(strict=options.strict),
+        InferShapesPass(strict=True),  # an inconsistent model stops
     ]
     if options.opset is not None and _wanted("convert-opset", options):
-        stages.append(passes.ConvertOpsetPass(options.opset, allow_cast=options.allow_cast))
+        stages.append(ConvertOpsetPass(options.opset, allow_cast=options.allow_cast))
     if group:
-        stages.append(passes.FixedPoint(group, max_iterations=options.max_iterations))
-    stages.append(passes.InferShapesPass())
-    return passes.PassManager(stages, verify_each=options.verify_each, instruments=instruments)
+        stages.append(FixedPoint(group, max_iterations=options.max_iterations))
+    stages.append(InferShapesPass())
+    return PassManager(stages, verify_each=options.verify_each, instruments=instruments)
 
 
 def _wanted(name: str, options: OptimizeOptions) -> bool:
@@ -218,5 +228,5 @@ def fold(model_or_path: Any, *, fold_limit: int | None = None, pin_defaults: boo
     if pin_defaults:
         pin_input_defaults(model)
     limit = {} if fold_limit is None else {"limit_bytes": fold_limit}
-    passes.fold_pipeline(**limit).run(model)
+    fold_pipeline(**limit).run(model)
     return _proto(model)
