@@ -438,10 +438,8 @@ def save(
             _write(model, out.handle, sink, path)
             for file in reversed(files):
                 file.finish(durable=durable)
-        if guard is not None and external is None:
-            guard.check_file(out.name, str(path))
-        elif guard is not None:  # the model names a data file that is not yet in place
-            guard.check(model, str(path))
+        if guard is not None:
+            guard.check_written(model, out.name, str(path), external=external is not None)
         with _cleanup.blocked_signals():  # the data file and its model are published together
             for file in reversed(files):  # data first: the model never points at missing data
                 file.publish()

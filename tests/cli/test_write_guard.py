@@ -206,3 +206,32 @@ def test_a_constant_folded_into_an_ir_3_model_makes_it_ir_4(tmp_path: Path) -> N
         assert written.ir_version == 4
         assert [t.name for t in written.graph.initializer]
         onnx.checker.check_model(written, full_check=True)
+
+
+def test_the_guard_checks_a_weighty_model_without_its_weights_and_a_large_graph_by_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    from onnxforge.io import Guard, from_proto
+
+    def model(nodes: int, weight: int) -> onnx.ModelProto:
+        made = [onnx.helper.make_node("Relu", [f"v{i}"], [f"v{i + 1}"]) for i in range(nodes)]
+        made.append(onnx.helper.make_node("Add", [f"v{nodes}", "w"], ["y"]))
+        graph = onnx.helper.make_graph(
+            made,
+            "g",
+            [onnx.helper.make_tensor_value_info("v0", onnx.TensorProto.FLOAT, [weight])],
+            [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [weight])],
+            [onnx.numpy_helper.from_array(np.zeros(weight, np.float32), "w")],
+        )
+        return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+
+    seen: list[str] = []
+    monkeypatch.setattr(Guard, "check", lambda self, m, o: seen.append("proto"))
+    monkeypatch.setattr(Guard, "check_file", lambda self, w, o: seen.append("file"))
+    guard = Guard(tmp_path / "in.onnx")
+    guard.check_written(from_proto(model(3, 1 << 20)), "w.onnx", "out", external=False)
+    guard.check_written(from_proto(model(300, 4)), "w.onnx", "out", external=False)
+    guard.check_written(from_proto(model(300, 4)), "w.onnx", "out", external=True)
+    assert seen == ["proto", "file", "proto"]
