@@ -974,7 +974,7 @@ def measure_model(
 
     def check() -> dict[str, Any]:
         given = work / "feeds.npz"  # the feeds that ran: some models need their values
-        np.savez(given, **feeds)
+        np.savez(given, **{k: a.astype(str) if a.dtype == object else a for k, a in feeds.items()})
         return _run_cli(
             ["check", "--runtime", "onnxruntime", "--verify", "onnxruntime", "--json",
              "--jobs", "1", "--inputs", str(given), str(path)],

@@ -615,9 +615,11 @@ def _given_inputs(
         return {name: np.asarray(array) for name, array in inputs.items()}
     try:
         with np.load(os.fspath(inputs), allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
+            arrays = {name: data[name] for name in data.files}
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
         raise ModelReadError(inputs, f"cannot read the inputs: {exc}") from None
+    # strings come as numpy str arrays (object arrays need pickle); runtimes take object ones
+    return {k: a.astype(object) if a.dtype.kind == "U" else a for k, a in arrays.items()}
 
 
 def check(

@@ -333,3 +333,18 @@ def test_verify_runs_a_model_whose_every_input_is_given(tmp_path: Path) -> None:
     args = ["check", str(path), "--verify", "onnxruntime", "--jobs", "1", "--inputs", str(feeds)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
+
+
+def test_verify_takes_string_inputs_from_an_npz_file(tmp_path: Path) -> None:
+    """String arrays are saved as numpy str arrays (object ones need pickle, which is off)."""
+    pytest.importorskip("onnxruntime")
+    model = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+    g (string[N] x) => (string[N] y) { y = Identity(x) }""")
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    feeds = tmp_path / "feeds.npz"
+    np.savez(feeds, x=np.array(["a", "bc"]))
+    args = ["check", str(path), "--verify", "onnxruntime", "--jobs", "1", "--inputs", str(feeds)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "x=[2]" in result.output
