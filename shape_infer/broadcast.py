@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 
 from onnxforge.errors import ShapeError
 from onnxforge.ir import Dim, Shape
-from onnxforge.shape_infer.symbolic import is_unknown_symbol, names, same_dim
+from onnxforge.shape_infer.symbolic import is_clamp_of, is_unknown_symbol, names, same_dim
 
 RULES = ("numpy", "legacy", "none", "pdpd")
 
@@ -108,6 +108,10 @@ class _Broadcast:
             return y
         if is_unknown_symbol(x) or is_unknown_symbol(y):
             return None  # either may be 1: nothing sound to say
+        if is_clamp_of(x, y) or is_clamp_of(y, x):
+            # min(c, S) against S (c >= 2): equal up to S = c, and past it neither is 1, so
+            # the model runs only where they are equal: S in every run (BERT's position ids)
+            return y if is_clamp_of(x, y) else x
         if names(x) & names(y):
             # N and N+1 (or 2*N) are not two symbols to take as equal: they never are (or only
             # at 0), so one of them is 1, and which one depends on N

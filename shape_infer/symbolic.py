@@ -421,6 +421,28 @@ def names(dim: Dim) -> set[str]:
     return parse(dim).names() if isinstance(dim, str) else set()
 
 
+def is_clamp_of(x: Dim, y: Dim) -> bool:
+    """``x`` is ``min(c, y)`` for a constant c >= 2: a slice of a buffer of c by the length y
+    (BERT's position ids ``[:, :S]`` of 512 are ``min(512, S)`` long)."""
+    if not isinstance(x, str) or y is None:
+        return False
+    terms = parse(x).terms
+    if len(terms) != 1:
+        return False
+    ((monomial, coef),) = terms.items()
+    if coef != 1 or len(monomial) != 1 or not isinstance(monomial[0], Apply):
+        return False
+    atom = monomial[0]
+    if atom.func != "min" or len(atom.args) != 2:
+        return False
+    target = _expr(y)
+    for bound, other in (atom.args, atom.args[::-1]):
+        c = bound.constant()
+        if c is not None and c >= 2 and other == target:
+            return True
+    return False
+
+
 def is_unknown_symbol(dim: Dim) -> bool:
     """True for None and for the dims inference named (``UnknownDim``), never for a name the
     model gave, however it is spelled (``unk__214`` from tf2onnx is a real symbol)."""

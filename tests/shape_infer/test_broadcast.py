@@ -570,3 +570,45 @@ def test_openvino_agrees_on_dynamic_dims(
 ) -> None:
     a, b, mode, axis = case
     assert ours(a, b, mode, axis) == ov_subtract(a, b, mode, axis)
+
+
+def test_a_clamp_of_a_symbol_broadcast_against_the_symbol_is_the_symbol() -> None:
+    """BERT's position ids: [:, :S] of a [1, 512] buffer is min(512, S) long, expanded to
+    [B, S]. Past S = 512 neither dim is 1, so the model runs only where they are equal: S.
+    Two other expressions of one symbol (N, N+1) stay unknown."""
+    assert broadcast_shape((1, "min(512, S)"), ("B", "S")) == ("B", "S")
+    assert broadcast_shape(("B", "S"), (1, "min(512, S)")) == ("B", "S")
+    assert broadcast_shape(("min(1, S)",), ("S",)) == (None,)  # min(1, S) is 1 or 0: unknown
+    assert broadcast_shape(("N",), ("N+1",)) == (None,)
+
+
+def test_bert_position_ids_sliced_and_expanded_are_what_onnxruntime_computes() -> None:
+    ort = pytest.importorskip("onnxruntime")
+    from onnxforge import io
+    from onnxforge.shape_infer import infer
+    from onnxforge.shape_infer.symbolic import evaluate
+    from onnxforge.testing import model_from_text
+
+    model = model_from_text(
+        """<ir_version: 8, opset_import: ["" : 17]>
+    g (int64[B, S] ids) => (int64[?, ?] y) {
+        buffer = Constant <value = int64[1, 512] {"""
+        + ", ".join(map(str, range(512)))
+        + """}> ()
+        shape = Shape(ids)
+        one = Constant <value = int64[1] {1}> ()
+        two = Constant <value = int64[1] {2}> ()
+        zero = Constant <value = int64[1] {0}> ()
+        s = Slice(shape, one, two)
+        p = Slice(buffer, zero, s, one)
+        y = Expand(p, shape)
+    }"""
+    )
+    proto = io.to_proto(model)
+    infer(model)
+    assert model.graph.outputs[0].type.shape == ("B", "S")
+    session = ort.InferenceSession(proto.SerializeToString())
+    for b, s in ((2, 7), (1, 512), (3, 1)):
+        (y,) = session.run(None, {"ids": np.zeros((b, s), np.int64)})
+        shape = [evaluate(d, {"B": b, "S": s}) for d in model.graph.outputs[0].type.shape]
+        assert shape == list(y.shape)
