@@ -290,8 +290,9 @@ class InferContext:
 
     def positive(self, *dims: Dim) -> None:
         """Record dims the model cannot run without being 1 or more (onnxruntime's Conv
-        refuses an empty spatial dim and one its window does not fit): facts, not guesses,
-        for the main graph only (a body's op may never run)."""
+        refuses an empty spatial dim and one its window does not fit, its Reshape a -1 beside
+        dims that multiply to 0): facts, not guesses, for the main graph only (a body's op
+        may never run)."""
         if self.scope.depth == 0:
             self.engine.positive.update(d for d in dims if isinstance(d, str))
 

@@ -493,6 +493,11 @@ def infer_reshape(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType 
             others = (o for j, o in enumerate(out) if j != i)
             if not (fits and all(ctx.at_least_one(o) for o in others)):
                 out[i] = None
+    if infer_at is not None and not allowzero:
+        # onnxruntime refuses a -1 whose other dims multiply to 0 (with allowzero it makes the
+        # -1 a 1), so they are 1 or more in every run: GPT-2's head split [B, S, -1, 8]
+        # makes B and S facts for later Reshapes
+        ctx.positive(*(d for i, d in enumerate(out) if i != infer_at))
     if t.shape is not None:
         total = dim_product(t.shape)
         if infer_at is not None:

@@ -165,3 +165,24 @@ def test_a_dim_a_conv_produced_is_at_least_one_so_a_reshape_keeps_it() -> None:
         y = Reshape(t, target)
     }""")
     assert shape == ("B*floor((H+3)/4)", "floor((W+3)/4)", 8)
+
+
+def test_the_dims_beside_a_minus_one_are_at_least_one_for_later_reshapes() -> None:
+    # GPT-2 splits heads with [B, S, -1, 8] (onnxruntime refuses a -1 beside dims that
+    # multiply to 0), so S >= 1 in every run and [B*S, 32] -> [B, S, 32] keeps S, which a 0
+    # would otherwise have turned into a copy of the 32.
+    shape = _output_shape("""
+    g (float[B, S, 32] x) => (float[?, ?, ?] y) {
+        s = Shape(x)
+        i = Constant <value = int64[2] {0, 1}> ()
+        bs = Gather <axis = 0> (s, i)
+        tail = Constant <value = int64[2] {-1, 8}> ()
+        split = Concat <axis = 0> (bs, tail)
+        heads = Reshape(x, split)
+        flat = Constant <value = int64[2] {-1, 32}> ()
+        f = Reshape(heads, flat)
+        last = Constant <value = int64[1] {32}> ()
+        back = Concat <axis = 0> (bs, last)
+        y = Reshape(f, back)
+    }""")
+    assert shape == ("B", "S", 32)
