@@ -616,13 +616,9 @@ def observe_with(proto: onnx.ModelProto, path: Path, spec: FeedSpec) -> Any:
         session = _session(path)
     except Exception as exc:  # noqa: BLE001  (any failure is the answer)
         return f"onnxruntime cannot load it: {_first_line(exc)}"
-    exposed = onnx.ModelProto.FromString(proto.SerializeToString())
-    listed = {o.name for o in exposed.graph.output}
-    for node in exposed.graph.node:
-        for name in node.output:
-            if name and name not in listed:
-                exposed.graph.output.append(onnx.ValueInfoProto(name=name))
-                listed.add(name)
+    from onnxforge.testing import every_value_exposed
+
+    exposed = every_value_exposed(proto)
     only_outputs = False
     try:
         session = _session(exposed.SerializeToString())

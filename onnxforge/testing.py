@@ -7,6 +7,7 @@ __all__ = [
     "ShapeTally",
     "assert_models_close",
     "declared_dims",
+    "every_value_exposed",
     "model_from_text",
     "observe",
     "random_feeds",
@@ -259,12 +260,9 @@ def _feeds(
     return feeds, bindings
 
 
-def observe(proto: onnx.ModelProto, sizes: Sequence[int] = SIZES) -> Observed | str:
-    """Run the model in onnxruntime (optimizations off) with every main-graph value exposed,
-    at the first two size plans it runs with (``_size_plans``: a different size of ``sizes``
-    for each input symbol, else one for all); or why it runs with none."""
-    import onnxruntime as ort
-
+def every_value_exposed(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``proto`` with every main-graph node output a graph output (untyped), so a
+    runtime returns them all."""
     exposed = onnx.ModelProto.FromString(proto.SerializeToString())
     listed = {o.name for o in exposed.graph.output}
     for node in exposed.graph.node:
@@ -272,6 +270,16 @@ def observe(proto: onnx.ModelProto, sizes: Sequence[int] = SIZES) -> Observed | 
             if name and name not in listed:
                 exposed.graph.output.append(onnx.ValueInfoProto(name=name))
                 listed.add(name)
+    return exposed
+
+
+def observe(proto: onnx.ModelProto, sizes: Sequence[int] = SIZES) -> Observed | str:
+    """Run the model in onnxruntime (optimizations off) with every main-graph value exposed,
+    at the first two size plans it runs with (``_size_plans``: a different size of ``sizes``
+    for each input symbol, else one for all); or why it runs with none."""
+    import onnxruntime as ort
+
+    exposed = every_value_exposed(proto)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3

@@ -19,6 +19,7 @@ from onnxforge.io import from_proto
 from onnxforge.ir import TensorType
 from onnxforge.shape_infer import infer
 from onnxforge.shape_infer.symbolic import evaluate, is_unknown_symbol
+from onnxforge.testing import every_value_exposed
 
 ort = pytest.importorskip("onnxruntime")
 F, U8, I8, I32, BOOL = (
@@ -376,17 +377,6 @@ def _input_model() -> onnx.ModelProto:
     return helper.make_model(helper.make_graph([], "x", [x], []))
 
 
-def _every_value_as_output(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model with every node output a graph output (untyped), so onnxruntime returns all."""
-    outputs = {o.name for o in model.graph.output}
-    for node in model.graph.node:
-        for name in node.output:
-            if name and name not in outputs:
-                model.graph.output.append(onnx.ValueInfoProto(name=name))
-                outputs.add(name)
-    return model
-
-
 def _quantized(kind: str, tmp_path: Path) -> onnx.ModelProto:
     from onnxruntime.quantization import QuantFormat, quantize_dynamic, quantize_static
 
@@ -409,7 +399,7 @@ def _quantized(kind: str, tmp_path: Path) -> onnx.ModelProto:
 def test_every_value_of_a_quantized_crnn_is_resolved(
     kind: str, expected_ops: set[str], tmp_path: Path
 ) -> None:
-    model = _every_value_as_output(_quantized(kind, tmp_path))
+    model = every_value_exposed(_quantized(kind, tmp_path))
     assert expected_ops <= {n.op_type for n in model.graph.node}
     ours = from_proto(model)
     report = infer(ours)

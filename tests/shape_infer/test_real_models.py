@@ -39,6 +39,7 @@ from onnxforge.io import load
 from onnxforge.ir import Dim, Model, OpaqueType, TensorType, Value
 from onnxforge.shape_infer import infer
 from onnxforge.shape_infer.symbolic import evaluate, parse
+from onnxforge.testing import every_value_exposed
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -229,13 +230,7 @@ def _observed(
     proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray]
 ) -> dict[str, tuple[int, ...]]:
     """Shape of every tensor of the main graph in onnxruntime's run (sequences left out)."""
-    proto = onnx.ModelProto.FromString(proto.SerializeToString())
-    listed = {o.name for o in proto.graph.output}
-    for node in proto.graph.node:
-        for name in node.output:
-            if name and name not in listed:
-                proto.graph.output.append(onnx.ValueInfoProto(name=name))
-                listed.add(name)
+    proto = every_value_exposed(proto)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3
