@@ -39,7 +39,13 @@ from collections.abc import Callable, Sequence
 
 from onnxforge.errors import ShapeError
 from onnxforge.ir import Dim, Shape
-from onnxforge.shape_infer.symbolic import is_clamp_of, is_unknown_symbol, names, same_dim
+from onnxforge.shape_infer.symbolic import (
+    is_clamp_of,
+    is_unknown_symbol,
+    names,
+    never_one,
+    same_dim,
+)
 
 RULES = ("numpy", "legacy", "none", "pdpd")
 
@@ -106,6 +112,10 @@ class _Broadcast:
             return x  # y is 1 or x
         if isinstance(y, int):
             return y
+        if never_one(y):
+            return y  # x is 1 or y (an upsampled 2*floor(H/32) beside floor(H/16))
+        if never_one(x):
+            return x
         if is_unknown_symbol(x) or is_unknown_symbol(y):
             return None  # either may be 1: nothing sound to say
         if is_clamp_of(x, y) or is_clamp_of(y, x):

@@ -61,10 +61,9 @@ from onnxforge.registry import OpRegistry
 from onnxforge.shape_infer.broadcast import format_shape
 from onnxforge.shape_infer.symbolic import (
     UNKNOWN_PREFIX,
-    dim_sub,
+    at_least_one,
     is_unknown_symbol,
     names,
-    nonnegative,
 )
 
 logger = logging.getLogger(__name__)
@@ -282,11 +281,7 @@ class InferContext:
     def at_least_one(self, dim: Dim) -> bool:
         """``dim`` is 1 or more in every run: provably (``N+1``), or a fact the model cannot
         run without (``positive``)."""
-        if dim is None:
-            return False
-        if isinstance(dim, int):
-            return dim >= 1
-        return nonnegative(dim_sub(dim, 1)) or dim in self.engine.positive
+        return at_least_one(dim, self.engine.positive)
 
     def positive(self, *dims: Dim) -> None:
         """Record dims the model cannot run without being 1 or more (onnxruntime's Conv

@@ -17,6 +17,8 @@ __all__ = [
     "UNKNOWN_PREFIX",
     "Apply",
     "Expr",
+    "at_least_one",
+    "never_one",
     "dim_add",
     "dim_max",
     "dim_min",
@@ -41,7 +43,7 @@ __all__ = [
 import functools
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from onnxforge.ir import Dim, UnknownDim
@@ -470,9 +472,62 @@ def _nonnegative(expr: Expr) -> bool:
         if coef < 0:
             return False
         for atom in monomial:
-            if isinstance(atom, Apply) and not all(_nonnegative(a) for a in atom.args):
+            if isinstance(atom, Apply) and not _atom_nonnegative(atom):
                 return False
     return True
+
+
+def _atom_nonnegative(atom: Apply) -> bool:
+    """max(0, N-14) is >= 0 by its 0; min, floor and ceil by every argument."""
+    test = any if atom.func == "max" else all
+    return test(_nonnegative(a) for a in atom.args)
+
+
+def at_least_one(dim: Dim, facts: Set[str] = frozenset()) -> bool:
+    """Provably >= 1: ``N+1``, or ``facts`` (dims known to be 1 or more) and sums and products
+    of them with positive coefficients: ``floor((H+31)/32)*floor((W+31)/32)`` when both Conv
+    output sizes are facts."""
+    if dim is None:
+        return False
+    if isinstance(dim, int):
+        return dim >= 1
+    if dim in facts or nonnegative(dim_sub(dim, 1)):
+        return True
+    expr = parse(dim)
+    if not _nonnegative(expr):
+        return False
+    return any(
+        coef >= 1 and monomial and all(_atom_at_least_one(a, facts) for a in monomial)
+        for monomial, coef in expr.terms.items()
+    )
+
+
+def _atom_at_least_one(atom: str | Apply, facts: Set[str]) -> bool:
+    if isinstance(atom, str):
+        return atom in facts
+    if str(atom) in facts:
+        return True
+    args = [to_dim(a) for a in atom.args]
+    if atom.func == "floor":  # floor(E/c) >= 1 where E >= c
+        return nonnegative(dim_sub(args[0], atom.divisor))
+    if atom.func == "ceil":  # ceil(E/c) >= 1 where E >= 1
+        return at_least_one(args[0], facts)
+    test = all if atom.func == "min" else any
+    return test(at_least_one(a, facts) for a in args)
+
+
+def never_one(dim: Dim) -> bool:
+    """Provably not 1 in any run: 2 or more (``N+2``), or a multiple of some k >= 2 plus a
+    constant that is not 1 modulo k (``2*floor((H+31)/32)``, an upsampled size, is even)."""
+    if dim is None:
+        return False
+    if isinstance(dim, int):
+        return dim != 1
+    if nonnegative(dim_sub(dim, 2)):
+        return True
+    expr = parse(dim)
+    k = math.gcd(*(c for m, c in expr.terms.items() if m))
+    return k >= 2 and expr.terms.get((), 0) % k != 1
 
 
 def same_dim(a: Dim, b: Dim) -> bool:

@@ -159,6 +159,22 @@ def infer_conv(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | N
     return [TensorType(x.dtype, shape)]
 
 
+# onnxruntime aborts the process (std::terminate) on an LSTM of batch 0 and a GRU of batch
+# or sequence 0 (1.31, measured): like Conv's window, sizes a model cannot run without.
+_RECURRENT_POSITIVE = {"LSTM": ("batch",), "GRU": ("seq", "batch")}
+
+
+@shape_rule("LSTM", versions=schema_versions("LSTM"))
+@shape_rule("GRU", versions=schema_versions("GRU"))
+def infer_recurrent(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
+    """onnx's shapes, and the sizes onnxruntime needs (``_RECURRENT_POSITIVE``) as facts."""
+    x = inputs[0]
+    if x is not None and x.shape is not None and len(x.shape) == 3:
+        axes = {"seq": 0, "batch": 1} if not op.attr("layout", 0) else {"seq": 1, "batch": 0}
+        ctx.positive(*(x.shape[axes[k]] for k in _RECURRENT_POSITIVE[op.op_type]))
+    return _fallback(op, inputs, ctx)
+
+
 @shape_rule("ConvInteger", versions=schema_versions("ConvInteger"))
 def infer_conv_integer_10(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
     """x, w, x_zero_point, w_zero_point: Conv's shape, int32 accumulators."""
