@@ -59,7 +59,6 @@ drop_attributes("GRU", 3, 2, name="gru_3_2", linear_before_reset=0)
 drop_attributes("DepthToSpace", 11, 10, name="depth_to_space_11_10", mode="DCR")
 drop_attributes("SpaceToDepth", 28, 27, name="space_to_depth_28_27", mode="DCR")
 drop_attributes("GatherND", 12, 11, name="gather_nd_12_11", batch_dims=0)
-drop_attributes(("ScatterElements", "ScatterND"), 16, 15, name="scatter_16_15", reduction="none")
 drop_attributes(
     "Attention", 25, 24, name="attention_25_24", left_window_size=-1, right_window_size=-1
 )

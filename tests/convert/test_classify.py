@@ -161,10 +161,15 @@ def test_an_output_type_the_target_lacks_is_a_problem() -> None:
 
 
 def test_an_attribute_value_the_older_version_lacks_is_a_problem() -> None:
-    text = """<ir_version: 8, opset_import: ["" : 18]> g (float[3] x, int64[2] i, float[2] u)
-        => (float[3] y) { y = ScatterElements <reduction = "max"> (x, i, u) }"""
-    with pytest.raises(AdapterError, match="reduction='max' exists only from ScatterElements-18"):
-        convert(model_from_text(text), 17)
+    text = """<ir_version: 8, opset_import: ["" : 19]> g (float[1, 1, 2, 2] x)
+        => (float[1, 1, 4, 4] y) {
+        s = Constant <value = float[4] {1.0, 1.0, 2.0, 2.0}> ()
+        y = Resize <coordinate_transformation_mode = "half_pixel_symmetric"> (x, , s) }"""
+    with pytest.raises(
+        AdapterError,
+        match="coordinate_transformation_mode='half_pixel_symmetric' exists only from Resize-19",
+    ):
+        convert(model_from_text(text), 18)
 
 
 def test_every_blocking_node_is_listed_at_once_with_op_name_and_versions() -> None:
