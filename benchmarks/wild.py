@@ -547,6 +547,37 @@ def _plans(
     (``_image_like``) they take ``IMAGE_SIZES`` and batch 1 unless the hints say otherwise."""
     from onnxforge import testing
 
+    held, sizes = _held(proto, spec, image)
+    free = [s for s in testing._symbols(proto) if s not in held]
+    plans, seen = [], set()
+    for named, unnamed in testing._size_plans(free, sizes):
+        plan = ({**named, **held}, unnamed)
+        key = json.dumps(plan, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            plans.append(plan)
+    return plans
+
+
+def _unit_plan(
+    proto: onnx.ModelProto, spec: FeedSpec, image: bool = False
+) -> tuple[dict[str, int], int]:
+    """Every free symbol at 1: the boundary where a dim that is 1 broadcasts or squeezes
+    away, so a shape true at two larger sizes but not at 1 (``Squeeze`` of ``[T, 1]`` written
+    ``[T]``) counts as wrong, as a guess should."""
+    from onnxforge import testing
+
+    held, _ = _held(proto, spec, image)
+    return ({**dict.fromkeys(testing._symbols(proto), 1), **held}, 1)
+
+
+def _held(
+    proto: onnx.ModelProto, spec: FeedSpec, image: bool
+) -> tuple[dict[str, int], tuple[int, ...]]:
+    """The symbols the hints (or an image's batch) hold at a size, and the sizes for the
+    rest."""
+    from onnxforge import testing
+
     held = dict(spec.dims)
     inits = {t.name for t in proto.graph.initializer}
     for vi in proto.graph.input:
@@ -563,15 +594,7 @@ def _plans(
             dims = testing._input_dims(vi)
             if vi.name not in inits and dims and isinstance(dims[0], str) and dims[0]:
                 held.setdefault(dims[0], 1)
-    free = [s for s in testing._symbols(proto) if s not in held]
-    plans, seen = [], set()
-    for named, unnamed in testing._size_plans(free, sizes):
-        plan = ({**named, **held}, unnamed)
-        key = json.dumps(plan, sort_keys=True)
-        if key not in seen:
-            seen.add(key)
-            plans.append(plan)
-    return plans
+    return held, tuple(sizes)
 
 
 def _feeds(
@@ -631,7 +654,9 @@ def observe_with(proto: onnx.ModelProto, path: Path, spec: FeedSpec) -> Any:
         result.data_dependent.add("<outputs only>")
     error = ""
     named = _name_dims(proto)
-    for seed, plan in enumerate(_plans(named, spec, image=_image_like(proto))):
+    image = _image_like(proto)
+    plans = _plans(named, spec, image=image)
+    for seed, plan in enumerate(plans):
         try:
             feeds, bindings = _feeds(named, plan, spec, seed)
             outputs = session.run(names, feeds)
@@ -654,7 +679,32 @@ def observe_with(proto: onnx.ModelProto, path: Path, spec: FeedSpec) -> Any:
             break
     if not result.shapes:
         return f"onnxruntime runs it at no size tried: {error}"
+    unit = _unit_plan(named, spec, image=image)
+    _observe_unit(proto, named, unit, spec=spec, session=session, names=names, result=result)
     return result, first
+
+
+def _observe_unit(
+    proto: onnx.ModelProto, named: onnx.ModelProto, plan: tuple[dict[str, int], int], *,
+    spec: FeedSpec, session: Any, names: list[str], result: Any,
+) -> None:  # fmt: skip
+    """A third observation at ``_unit_plan`` where the model runs there (an image at 1 pixel
+    does not; a sequence of 1 usually does)."""
+    try:
+        feeds, bindings = _feeds(named, plan, spec, seed=99)
+        if not bindings or bindings in result.bindings:
+            return
+        outputs = session.run(names, feeds)
+    except Exception:  # noqa: BLE001  (a model that needs more than 1 is not observed there)
+        return
+    seen = {n: o.shape for n, o in zip(names, outputs, strict=True) if hasattr(o, "shape")}
+    if _degenerate(proto, seen):
+        return
+    result.bindings.append(bindings)
+    result.feeds.append(feeds)
+    result.shapes.append(
+        {n: o.shape for n, o in zip(names, outputs, strict=True) if isinstance(o, np.ndarray)}
+    )
 
 
 def _float_diff(a: Any, b: Any) -> float:
