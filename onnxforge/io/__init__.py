@@ -47,6 +47,7 @@ from onnxforge.errors import ModelReadError, OnnxForgeError, OutputError
 from onnxforge.io._atomic import TempFile, sync_folder
 from onnxforge.io._convert import (
     EmbedSink,
+    Spill,
     TensorSink,
     _tensor_to_proto,
     _Writer,
@@ -68,7 +69,14 @@ from onnxforge.io._output import (
     spooled_stdin,
 )
 from onnxforge.io._tensors import raw_source
-from onnxforge.io._wire import Encoded, WeightSource, WireError, split_weights, write_model
+from onnxforge.io._wire import (
+    Encoded,
+    WeightSource,
+    WireError,
+    cut_graph,
+    split_weights,
+    write_model,
+)
 from onnxforge.ir import DType, Model, Op, Tensor, no_gc
 
 logger = logging.getLogger(__name__)
@@ -637,43 +645,56 @@ def _pieces(
     return pieces
 
 
-def _source_graph(
-    model: Model,
-) -> tuple[list[Encoded], list[tuple[bytes, WeightSource | None]]]:
+_GraphParts = tuple[list[Encoded], list[tuple[bytes, WeightSource | None]], list[Encoded]]
+"""The main graph as write_model takes it: the fields before its initializers, the
+initializers, the fields after them."""
+
+
+def _source_graph(model: Model) -> _GraphParts:
     """The loaded graph of a model whose graph was never built, as write_model takes it."""
     gp = model._source.graph
     spans: list[Span | None] = model._source_spans or []
     nodes = [run.view() for run in model._source_nodes or []]  # cut out of gp when loaded
-    if not any(spans):
-        return [*nodes, gp.SerializeToString()], []  # initializers stay in place, in order
+    if not any(spans):  # initializers stay in place, in order
+        return [*nodes, gp.SerializeToString()], [], []
     rest = onnx.GraphProto()
     rest.CopyFrom(gp)  # the skeleton: spanned initializers have no data in it
     rest.ClearField("initializer")
+    name, after = cut_graph(rest.SerializeToString())
 
     def weight_of(i: int) -> WeightSource | None:
         span = spans[i] if i < len(spans) else None
         return None if span is None else WeightSource(span.length, span.write_to)
 
-    return [*nodes, rest.SerializeToString()], _pieces(gp.initializer, weight_of)
+    initializers = _pieces(gp.initializer, weight_of)
+    return [*nodes, name], initializers, [after]
+
+
+def _built_graph(model: Model, sink: _SaveSink) -> tuple[onnx.ModelProto, _GraphParts]:
+    """The model without its graph, and the built graph as write_model takes it: its nodes and
+    value_info encoded as they are made, its initializers' data spliced in where the sink
+    left them out."""
+    spill = Spill()
+    mp = model_to_proto(model, sink, spill=spill)
+    gp = mp.graph
+    initializers = _pieces(gp.initializer, sink.spliced.get)
+    gp.ClearField("initializer")
+    name, interface, after = cut_graph(gp.SerializeToString(), value_info=True)
+    mp.ClearField("graph")
+    return mp, ([*spill.node, name], initializers, [interface, *spill.value_info, after])
 
 
 def _write(model: Model, out: BinaryIO, sink: _SaveSink, path: Path) -> None:
     if not model.built:
         mp = model_to_proto(model, sink, source_graph=True)
-        graph_rest, initializers = _source_graph(model)
+        graph_head, initializers, graph_tail = _source_graph(model)
     else:
-        graph_rest = []  # the graph's nodes and value_info, encoded as they are made
-        mp = model_to_proto(model, sink, spill=graph_rest)
-        gp = mp.graph
-        initializers = _pieces(gp.initializer, sink.spliced.get)
-        gp.ClearField("initializer")
-        graph_rest.append(gp.SerializeToString())
-        mp.ClearField("graph")
+        mp, (graph_head, initializers, graph_tail) = _built_graph(model, sink)
     initializers = [(t, sink.progress.counted(w)) for t, w in initializers]
     model_rest = mp.SerializeToString()
     total = (
         len(model_rest)
-        + sum(len(piece) for piece in graph_rest)
+        + sum(len(piece) for piece in [*graph_head, *graph_tail])
         + sum(len(t) + (w.length if w else 0) for t, w in initializers)
     )
     if total > PROTOBUF_LIMIT:
@@ -681,4 +702,4 @@ def _write(model: Model, out: BinaryIO, sink: _SaveSink, path: Path) -> None:
             f"{path}: the model would be {total / 2**30:.2f} GiB, over protobuf's 2 GiB limit; "
             "save it with external data"
         )
-    write_model(out, model_rest, graph_rest, initializers)
+    write_model(out, model_rest, graph_head, initializers, graph_tail)

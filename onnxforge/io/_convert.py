@@ -9,7 +9,7 @@ device configurations, non-tensor types) are carried verbatim.
 
 from __future__ import annotations
 
-__all__ = ["EmbedSink", "TensorSink", "model_from_proto", "model_to_proto"]
+__all__ = ["EmbedSink", "Spill", "TensorSink", "model_from_proto", "model_to_proto"]
 
 import ctypes
 import io
@@ -910,11 +910,22 @@ _SHORT_HEADERS = {
 """The one-byte tag and length of a field number's short payloads, made once."""
 
 
+@dataclass(slots=True)
+class Spill:
+    """The main graph's nodes and value_info, encoded as GraphProto fragments (see
+    _Writer.spill). Two lists: the graph's other fields go between them in field-number
+    order (name and initializers after the nodes; doc_string, input, output before the
+    value_info)."""
+
+    node: list[Encoded] = field(default_factory=list)
+    value_info: list[Encoded] = field(default_factory=list)
+
+
 class _Writer:
     def __init__(
         self,
         sink: TensorSink,
-        spill: list[Encoded] | None = None,
+        spill: Spill | None = None,
         nodes_as_read: list[memoryview] | None = None,
     ) -> None:
         self.sink = sink
@@ -924,7 +935,7 @@ class _Writer:
         self.typed_info: dict[TensorType, bytes] = {}
         """Per type, the encoded ``type`` field of a ValueInfoProto (see typed_value_info)."""
         self.spill = spill
-        """When a list: the main graph's nodes and value_info go there as encoded GraphProto
+        """When given: the main graph's nodes and value_info go there as encoded GraphProto
         fragments every SPILL_EVERY entries instead of staying in the ModelProto (protobuf
         concatenation is merging, so the fragments and the rest make up the graph). A
         million-node graph's messages took 600 MB more than its encoding."""
@@ -1041,10 +1052,10 @@ class _Writer:
         src: _GraphSource | None = g._source
         sp = src.proto if src is not None else None
         spill = self.spill if top else None
-        if top and spill is not None and self.nodes_as_read is not None:
-            spill.extend(self.nodes_as_read)
+        if spill is not None and self.nodes_as_read is not None:
+            spill.node.extend(self.nodes_as_read)
         else:
-            nodes = _Spiller(gp, "node", spill)
+            nodes = _Spiller(gp, "node", spill.node if spill is not None else None)
             for op in self.ops_in_order(g):
                 self.node(op, nodes.add())
             nodes.flush()
@@ -1060,13 +1071,13 @@ class _Writer:
         _set(gp, sp, "doc_string", g.doc_string)
         self.interface(g.inputs, gp.input, src.inputs if src else [])
         self.interface(g.outputs, gp.output, src.outputs if src else [])
-        infos = _Spiller(gp, "value_info", spill)
+        infos = _Spiller(gp, "value_info", spill.value_info if spill is not None else None)
         typed: list[Value] = []
         self.all_value_info(g, infos.add, src, typed)
         infos.flush()
         for chunk in self.typed_value_info(typed):
             if spill is not None:
-                spill.append(chunk)
+                spill.value_info.append(chunk)
             else:
                 gp.MergeFromString(chunk)  # merging appends to value_info
         if sp is not None and len(sp.quantization_annotation):
@@ -1250,7 +1261,7 @@ def model_to_proto(
     sink: TensorSink | None = None,
     *,
     source_graph: bool = False,
-    spill: list[Encoded] | None = None,
+    spill: Spill | None = None,
 ) -> onnx.ModelProto:
     """Build a ModelProto; ``sink`` places tensor bytes (default: embedded).
 

@@ -4,8 +4,11 @@ On load, ``split_weights`` finds the raw_data of the main graph's initializers i
 returns a skeleton (the model with those bytes cut out) plus each initializer's byte span, so the
 weights stay in the memory-mapped file. It cuts the main graph's nodes out too, into runs read a
 few thousand at a time: parsed whole, a graph's nodes take ten times their encoded size. On save,
-``write_model`` streams the skeleton and splices each weight back in after its TensorProto:
-protobuf accepts fields in any order, so the file parses to a message equal to the original.
+``write_model`` streams the model's fields, the graph's and each spliced weight's in field-number
+order, as protobuf serializes a message. Parsers accept fields in any order, but some readers
+sniff the first fields: OpenVINO takes a file for ONNX only when its first three top-level
+fields are distinct, which ``ir_version, opset_import, opset_import`` (the graph written last)
+are not.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ __all__ = [
     "WireError",
     "Encoded",
     "copy_span",
+    "cut_fields",
+    "cut_graph",
     "field_header",
     "node_run_model",
     "split_weights",
@@ -31,6 +36,8 @@ _MODEL_GRAPH = 7
 _GRAPH_NODE = 1
 _GRAPH_INITIALIZER = 5
 _TENSOR_RAW_DATA = 9
+_GRAPH_NAME = 2  # the last GraphProto field before its initializers
+_GRAPH_OUTPUT = 12  # the last before its value_info (13)
 SPLIT_MIN_TENSOR = 1024
 """Initializers smaller than this stay in the skeleton: scanning them costs more than it saves."""
 NODE_RUN = 4096
@@ -225,42 +232,90 @@ class WeightSource:
     write: Callable[[BinaryIO], None]
 
 
+def _cuts(message: memoryview, numbers: Sequence[int]) -> list[int]:
+    """Per number, where the first field numbered above it starts in ``message`` (encoded in
+    field-number order), or its end. Only the top-level tags are read, up to the last cut."""
+    cuts: list[int] = []
+    for number, start, _, _ in _scan(message, 0, len(message)):
+        while len(cuts) < len(numbers) and number > numbers[len(cuts)]:
+            cuts.append(start)
+        if len(cuts) == len(numbers):
+            return cuts
+    return cuts + [len(message)] * (len(numbers) - len(cuts))
+
+
+def cut_fields(message: Encoded, *numbers: int) -> list[memoryview]:
+    """``message``, encoded in field-number order, cut into ``len(numbers) + 1`` pieces: piece
+    ``i`` ends before the first field numbered above ``numbers[i]``. Unknown fields, which
+    protobuf writes last, stay last."""
+    view = memoryview(message)
+    bounds = [0, *_cuts(view, numbers), len(view)]
+    return [view[start:end] for start, end in zip(bounds, bounds[1:], strict=False)]
+
+
+def cut_graph(graph_rest: Encoded, *, value_info: bool = False) -> list[memoryview]:
+    """A GraphProto without its nodes and initializers, encoded, cut where the initializers go
+    in field-number order: its name, then the rest. With ``value_info`` (it has none either),
+    the rest is cut where they go too: doc_string, input and output; then
+    quantization_annotation, sparse_initializer, metadata_props."""
+    if value_info:
+        return cut_fields(graph_rest, _GRAPH_NAME, _GRAPH_OUTPUT)
+    return cut_fields(graph_rest, _GRAPH_NAME)
+
+
 def write_model(
     out: BinaryIO,
-    model_rest: bytes,
-    graph_rest: Sequence[Encoded],
+    model_rest: Encoded,
+    graph_head: Sequence[Encoded],
     initializers: Sequence[tuple[bytes, WeightSource | None]],
+    graph_tail: Sequence[Encoded] = (),
 ) -> None:
-    """Stream a ModelProto: the model's other fields, then the graph with its initializers.
+    """Stream a ModelProto in field-number order, as protobuf serializes one: the model's fields
+    before its graph, the graph (``graph_head``, the initializers, ``graph_tail``), the model's
+    fields after it (opset_import, metadata_props, functions...).
 
-    ``graph_rest``: the graph's other fields, encoded, in pieces written one after another
-    (a large graph's nodes come encoded in batches; joining them would copy them all).
+    ``model_rest``: the ModelProto without its graph, encoded. ``graph_head``: the graph's
+    fields before its initializers (nodes, name), ``graph_tail``: those after (doc_string,
+    input, output, value_info...), each encoded in pieces written one after another (a large
+    graph's nodes come encoded in batches; joining them would copy them all).
 
-    Each item is a TensorProto followed by its raw_data from a WeightSource, or, with no
-    WeightSource, initializer fields already encoded (a run of tensors with their data inside).
+    Each initializer is a TensorProto whose raw_data comes from a WeightSource, spliced in
+    before the tensor's fields numbered above it (doc_string, external_data, metadata_props),
+    or, with no WeightSource, initializer fields already encoded (a run of tensors with their
+    data inside).
     """
-    init_fields: list[tuple[bytes, bytes, bytes, WeightSource | None]] = []
-    graph_len = sum(len(piece) for piece in graph_rest)
+    before_graph, after_graph = cut_fields(model_rest, _MODEL_GRAPH)
+    init_fields: list[tuple[bytes, bytes, int, bytes, WeightSource | None]] = []
+    graph_len = sum(len(piece) for piece in graph_head) + sum(len(p) for p in graph_tail)
     for tensor_bytes, weight in initializers:
         if weight is None:
-            init_fields.append((b"", tensor_bytes, b"", None))
+            init_fields.append((b"", tensor_bytes, len(tensor_bytes), b"", None))
             graph_len += len(tensor_bytes)
             continue
+        # where raw_data goes: an offset, since a view per tensor held took 9 MB on 20k weights
+        (cut,) = _cuts(memoryview(tensor_bytes), (_TENSOR_RAW_DATA,))
         raw_header = field_header(_TENSOR_RAW_DATA, weight.length)
         body_len = len(tensor_bytes) + len(raw_header) + weight.length
         header = field_header(_GRAPH_INITIALIZER, body_len)
-        init_fields.append((header, tensor_bytes, raw_header, weight))
+        init_fields.append((header, tensor_bytes, cut, raw_header, weight))
         graph_len += len(header) + body_len
-    out.write(model_rest)
+    out.write(before_graph)
     out.write(field_header(_MODEL_GRAPH, graph_len))
-    for piece in graph_rest:
+    for piece in graph_head:
         out.write(piece)
-    for header, tensor_bytes, raw_header, weight in init_fields:
+    for header, tensor_bytes, cut, raw_header, weight in init_fields:
         out.write(header)
-        out.write(tensor_bytes)
-        if weight is not None:
-            out.write(raw_header)
-            weight.write(out)
+        if weight is None:
+            out.write(tensor_bytes)
+            continue
+        out.write(memoryview(tensor_bytes)[:cut])
+        out.write(raw_header)
+        weight.write(out)
+        if cut < len(tensor_bytes):
+            out.write(memoryview(tensor_bytes)[cut:])
+    for piece in graph_tail:
+        out.write(piece)
+    out.write(after_graph)
 
 
 def copy_span(src_fd: int, offset: int, length: int, out: BinaryIO) -> None:
