@@ -324,6 +324,11 @@ class SparseTensor:
     def dtype(self) -> int:
         return self.values.dtype
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes stored (values and indices), as ``Tensor.nbytes`` for progress and sizes."""
+        return self.values.nbytes + self.indices.nbytes
+
     def numpy(self) -> np.ndarray:
         """The dense array."""
         dense = np.zeros(self.dims, dtype=self.values.numpy().dtype)

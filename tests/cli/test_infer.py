@@ -98,3 +98,32 @@ def test_infer_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
     result = _invoke("infer", str(path), "-o", str(path))
     assert result.exit_code == 1
     assert path.read_bytes() == EXAMPLE.read_bytes()
+
+
+def test_infer_and_convert_write_a_model_with_a_sparse_initializer(tmp_path: Path) -> None:
+    """Their progress sums every initializer's bytes: a sparse one counts its values and
+    indices (it raised AttributeError: 'SparseTensor' object has no attribute 'nbytes')."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    sparse = helper.make_sparse_tensor(
+        numpy_helper.from_array(np.array([1.0, 2.0], np.float32), "s"),
+        numpy_helper.from_array(np.array([1, 5], np.int64), "s_idx"),
+        [2, 3],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "s"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        sparse_initializer=[sparse],
+    )
+    path = tmp_path / "sparse.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    for command in (["infer"], ["convert", "--opset", "18"]):
+        out = tmp_path / f"{command[0]}.onnx"
+        result = runner.invoke(app, [command[0], str(path), *command[1:], "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        written = onnx.load(out)
+        assert len(written.graph.sparse_initializer) == 1
+        assert written.graph.output[0].type.tensor_type.shape.dim[1].dim_value == 3
