@@ -1175,6 +1175,18 @@ class _Writer:
         )
         for key, value in fn.attribute_defaults.items():
             self.attribute(fp.attribute_proto.add(), key, value, origs.get(key))
+        # A FunctionProto has no initializers: a constant a pass gave the body (fuse-bias-add's
+        # new bias) is written as the Constant op it stands for, not dropped.
+        for value in fn.graph.initializers:
+            if value.const is None or value in fn.graph.inputs:
+                continue
+            node = fp.node.add(op_type="Constant", output=[value.name])
+            attr = node.attribute.add(name="value", type=onnx.AttributeProto.TENSOR)
+            if isinstance(value.const, SparseTensor):
+                attr.name, attr.type = "sparse_value", onnx.AttributeProto.SPARSE_TENSOR
+                _sparse_to_proto(value.const, attr.sparse_tensor, None, self.sink)
+            else:
+                _tensor_to_proto(value.const, attr.t, None, self.sink, None)
         for op in self.ops_in_order(fn.graph):
             self.node(op, fp.node.add())
         _set(fp, src, "doc_string", fn.doc_string)
