@@ -17,8 +17,10 @@ from rich.text import Text
 
 from onnxforge.api._optimize import (
     DEFAULT_MAX_ITERATIONS,
+    WEIGHTS,
     OptimizeOptions,
     fix_input_shapes,
+    for_toolchain,
     optimize_model,
     parse_input_shape,
 )
@@ -61,6 +63,7 @@ from onnxforge.io import load, save, write
 from onnxforge.passes import DEFAULT_FOLD_LIMIT, PASSES
 from onnxforge.passes.fold_constants import parse_size
 from onnxforge.summary import size_summary, summarize
+from onnxforge.toolchains import PROFILES
 
 
 def _names(text: str) -> list[str]:
@@ -149,6 +152,28 @@ def optimize(
         ),
     ] = False,
     pin_defaults: PinDefaults = False,
+    weights: Annotated[
+        str,
+        typer.Option(
+            metavar="HOW",
+            help="Integer weights: "
+            + "; ".join(f"{k}: {v}" for k, v in WEIGHTS.items())
+            + ". Default: as-is (or the --for profile's).",
+            show_default=False,
+        ),
+    ] = "as-is",
+    toolchain: Annotated[
+        str | None,
+        typer.Option(
+            "--for",
+            metavar="TOOLCHAIN",
+            help="Prepare the model for this converter: "
+            + ", ".join(PROFILES)
+            + " (onnxforge passes --for TOOLCHAIN says what each changes). Default: "
+            "onnxruntime's needs only.",
+            show_default=False,
+        ),
+    ] = None,
     strict: Strict = False,
     report: Json = None,
     quiet: Quiet = False,
@@ -187,7 +212,17 @@ def optimize(
             value_info=value_info,
             pin_defaults=pin_defaults,
             strict=strict,
+            toolchain=toolchain,
+            weights=weights,
         )
+        if toolchain in PROFILES and PROFILES[toolchain].embedded and external_data is None:
+            external_data = False
+        if weights not in WEIGHTS:
+            raise typer.BadParameter(f"one of {', '.join(WEIGHTS)}", param_hint="'--weights'")
+        if toolchain is not None and toolchain not in PROFILES:
+            raise typer.BadParameter(
+                f"no such toolchain (one of {', '.join(PROFILES)})", param_hint="'--for'"
+            )
         _unknown_passes(options)
         with writing(out), reading(model) as source:
             loaded = load_valid(source, name)
@@ -195,6 +230,12 @@ def optimize(
                 loaded, model, out, in_place=in_place, external_data=external_data
             )
             before = summarize(loaded)
+            if toolchain is not None:
+                options = for_toolchain(options, loaded)
+                target = f"opset {options.opset}" if options.opset else "the model's opset"
+                note(
+                    f"--for {toolchain}: {target}; " + "; ".join(PROFILES[toolchain].changes()[1:])
+                )
             start = time.perf_counter()
             with progress(f"optimizing {name}", expected_long=long_graph(loaded)) as step:
                 result = optimize_model(

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 __all__ = ["EVERY_PASS", "FIXED_POINT_OPTIONS", "PASS_OPTIONS", "listing", "passes"]
 
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.table import Table
 from rich.text import Text
 
@@ -22,14 +23,18 @@ from onnxforge.cli._app import (
     stdout,
 )
 from onnxforge.passes import PASSES, FixedPoint, fold_pipeline
+from onnxforge.toolchains import PROFILES
 
 PASS_OPTIONS: dict[str, tuple[str, ...]] = {
     "replace-stale-types": ("--strict",),
     "infer-shapes": ("--input-shape", "--value-info", "--strict"),
     "convert-opset": ("--opset", "--allow-cast"),
-    "fold-constants": ("--fold-limit", "--pin-defaults", "--exclude (fold)"),
+    "fold-constants": ("--fold-limit", "--pin-defaults", "--weights float", "--exclude (fold)"),
+    "fuse-dequantize-linear": ("--weights dequantize-linear",),
 }
 """The options of optimize (and fold) that change what a pass does, beyond running it."""
+_WHEN = {"fuse-dequantize-linear": "--weights"}
+"""Passes optimize runs only with an option, beside convert-opset's --opset."""
 FIXED_POINT_OPTIONS = ("--max-iterations",)
 """Options of every pass inside the fixed point."""
 EVERY_PASS = ("--passes", "--skip", "--verify-each")
@@ -56,9 +61,10 @@ def listing() -> dict[str, Any]:
     """Every registered pass (the registry, not a list kept here), with its summary, its
     places in optimize's pipeline and fold's, and the options that affect it."""
     plain, _, _ = _positions(pipeline(OptimizeOptions()))
-    places, inner, order = _positions(pipeline(OptimizeOptions(opset=18)))
+    every = OptimizeOptions(opset=18, weights="dequantize-linear")
+    places, inner, order = _positions(pipeline(every))
     for step in order:
-        step["when"] = None if step["pass"] in plain else "--opset"
+        step["when"] = None if step["pass"] in plain else _WHEN.get(step["pass"], "--opset")
     folding, _, _ = _positions(fold_pipeline())
     rows = []
     last = len(order) + 1
@@ -73,7 +79,9 @@ def listing() -> dict[str, Any]:
                 "default": name in plain,
                 "optimize": places.get(name, []),
                 "fixed_point": name in inner,
-                "when": None if name in plain or name not in places else "--opset",
+                "when": None
+                if name in plain or name not in places
+                else _WHEN.get(name, "--opset"),
                 "fold": folding.get(name, []),
                 "options": options,
             }
@@ -88,19 +96,44 @@ def listing() -> dict[str, Any]:
         "onnxforge optimize model.onnx -o out.onnx --skip merge-parallel-matmuls",
     ]
 )
-def passes(*, as_json: Json = None) -> None:
+def passes(
+    *,
+    toolchain: Annotated[
+        str | None,
+        typer.Option(
+            "--for",
+            metavar="TOOLCHAIN",
+            help=f"Also say what optimize --for TOOLCHAIN changes ({', '.join(PROFILES)}). "
+            "Default: the passes only.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Json = None,
+) -> None:
     """List every pass: its name (what --passes and --skip take), what it does, where optimize
     runs it and the options that change it.
 
     The order column is the pass's place in optimize's pipeline (a pass can run twice);
     passes marked "fixed point" repeat, in that order, until none changes the model (at most
     --max-iterations rounds); convert-opset runs only with --opset. fold runs
-    replace-stale-types, fold-constants and eliminate-dead-code.
+    replace-stale-types, fold-constants and eliminate-dead-code. With --for, what that
+    toolchain's profile adds comes first.
     """
     with fail_on_errors():
+        if toolchain is not None and toolchain not in PROFILES:
+            raise typer.BadParameter(
+                f"no such toolchain (one of {', '.join(PROFILES)})", param_hint="'--for'"
+            )
         json_out = report_output(as_json)
         begin(report=json_out)
         data = listing()
+        if toolchain is not None:
+            chosen = PROFILES[toolchain]
+            data["toolchain"] = {
+                "name": chosen.name,
+                "summary": chosen.summary,
+                "changes": chosen.changes(),
+            }
         if json_out is not None:
             emit_json(data, json_out)
         if session.tables:
@@ -119,6 +152,11 @@ def _order(row: dict[str, Any]) -> str:
 
 
 def _print(data: dict[str, Any]) -> None:
+    if "toolchain" in data:
+        profile = data["toolchain"]
+        stdout.print(Text(f"optimize --for {profile['name']}: {profile['summary']}"))
+        for line in profile["changes"]:
+            stdout.print(Text(f"  - {line}"))
     table = Table(title="passes (onnxforge optimize --passes/--skip)", title_justify="left")
     table.add_column("pass", no_wrap=True)
     table.add_column("order", no_wrap=True)

@@ -10,6 +10,7 @@ __all__ = [
     "EliminateIdentityPass",
     "FixedPoint",
     "FuseBatchNormIntoConvPass",
+    "FuseDequantizeLinearPass",
     "FuseMulIntoConvPass",
     "InferShapesPass",
     "Instrument",
@@ -52,6 +53,7 @@ from onnxforge.passes.fuse_batchnorm_into_conv import (
     FuseMulIntoConvPass,
 )
 from onnxforge.passes.fuse_bias_add import FuseBiasAddPass
+from onnxforge.passes.fuse_dequantize_linear import FuseDequantizeLinearPass
 from onnxforge.passes.fuse_matmul_add import FuseMatMulAddPass
 from onnxforge.passes.infer_shapes import InferShapesPass
 from onnxforge.passes.merge_parallel_matmuls import MergeParallelMatMulsPass

@@ -26,6 +26,7 @@ FLOORS = (  # (module prefix, floor), the first that matches
     ("onnxforge.kernels", 2),
     ("onnxforge._validate", 2),
     ("onnxforge.summary", 2),
+    ("onnxforge.toolchains", 2),
     ("onnxforge.io", 1),
     ("onnxforge.ir", 0),
     ("onnxforge.errors", 0),

@@ -20,16 +20,17 @@ __all__ = [
 import logging
 import os
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from onnxforge import io
+from onnxforge import io, toolchains
 from onnxforge.errors import OnnxForgeError
-from onnxforge.ir import Model, TensorType
+from onnxforge.ir import DType, Model, Op, TensorType
 from onnxforge.passes import (
     ConvertOpsetPass,
     FixedPoint,
     FoldConstantsPass,
+    FuseDequantizeLinearPass,
     InferShapesPass,
     PassManager,
     ReplaceStaleTypesPass,
@@ -59,6 +60,8 @@ class OptimizeOptions:
     value_info: bool = False  # write every inferred type, not just the interface's
     pin_defaults: bool = False  # initializers listed as graph inputs become constants
     strict: bool = False  # declared types that contradict inference are errors, not replaced
+    toolchain: str | None = None  # --for: a profile of onnxforge.toolchains
+    weights: str = "as-is"  # integer weights: as-is, dequantize-linear or float (WEIGHTS)
 
 
 def parse_input_shape(text: str) -> tuple[str, list[int]]:
@@ -117,12 +120,65 @@ def pin_input_defaults(model: Model) -> int:
     return len(pinned)
 
 
+WEIGHTS = {
+    "as-is": "integer weights stay as the model computes them (Cast -> Mul stays)",
+    "dequantize-linear": "Cast(int8 weight) -> Mul(scale) becomes one DequantizeLinear",
+    "float": "integer weights and their DequantizeLinear are folded to float weights",
+}
+"""What optimize does to integer weights. Not DequantizeLinear by default: onnxruntime 1.31's
+default session turns an 8-bit DequantizeLinear -> MatMul into MatMulNBits, which rounds the
+activations to int8 (0.55-0.7% off float32, where Cast -> Mul folds to float and is exact)."""
+
+
+def for_toolchain(options: OptimizeOptions, model: Model) -> OptimizeOptions:
+    """The options with ``options.toolchain``'s profile applied to this model: its opset,
+    pinned defaults, float weights; an error when it needs static shapes the model and
+    --input-shape do not give."""
+    if options.toolchain is None:
+        return options
+    p = toolchains.profile(options.toolchain)
+    toolchains.check_static_shapes(p, model, options.input_shapes)
+    return replace(
+        options,
+        opset=toolchains.choose_opset(p, model, options.opset),
+        pin_defaults=options.pin_defaults or p.pin_defaults,
+        weights=p.weights if options.weights == "as-is" else options.weights,
+    )
+
+
+def _weight_dequantization(op: Op) -> bool | None:
+    """fold-constants' should_fold under weights="float": DequantizeLinear and Cast of an integer
+    constant to a float fold whatever their size (the Mul by the scale then frees what they
+    made)."""
+    if op.op_type not in ("DequantizeLinear", "Cast") or not op._inputs:
+        return None
+    x = op._inputs[0]
+    if x is None or x.const is None:
+        return None
+    if op.op_type == "DequantizeLinear":
+        return True
+    source, target = DType(x.const.dtype).numpy, DType(int(op.attr("to", 0))).numpy
+    if source is None or target is None:
+        return None
+    return (source.kind in "iu" and target.kind == "f") or None
+
+
 def pipeline(options: OptimizeOptions, *, instruments: Sequence[Any] = ()) -> Any:
     """The PassManager `optimize` runs for these options (``instruments`` watch the passes:
     the command line's progress display)."""
-    limit = {} if options.fold_limit is None else {"limit_bytes": options.fold_limit}
-    fold = FoldConstantsPass(**limit)
-    group = [p for p in [fold, *cleanup_passes()] if _wanted(p.name, options)]
+    limit: dict[str, Any] = (
+        {} if options.fold_limit is None else {"limit_bytes": options.fold_limit}
+    )
+    if options.weights not in WEIGHTS:
+        raise OnnxForgeError(f"weights {options.weights!r}: one of {', '.join(WEIGHTS)}")
+    first: list[Any] = [FoldConstantsPass(**limit)]
+    if options.weights == "float":
+        first = [FoldConstantsPass(**limit, should_fold=_weight_dequantization)]
+    elif options.weights == "dequantize-linear":
+        # before folding, which could spend its growth budget turning the small ones into
+        # float weights four times larger (DequantizeLinear itself is never folded)
+        first = [FuseDequantizeLinearPass(), *first]
+    group = [p for p in [*first, *cleanup_passes()] if _wanted(p.name, options)]
     stages: list[Any] = [
         ReplaceStaleTypesPass(strict=options.strict),
         InferShapesPass(strict=True),  # an inconsistent model stops
@@ -150,7 +206,7 @@ def optimize_model(
     them and on graph inputs and outputs (value_info for every value would grow small
     models by a quarter) unless ``options.value_info``.
     """
-    options = options or OptimizeOptions()
+    options = for_toolchain(options or OptimizeOptions(), model)
     if options.pin_defaults:
         pin_input_defaults(model)
     if options.input_shapes:

@@ -36,7 +36,7 @@ def test_the_json_lists_every_registered_pass_with_its_summary() -> None:
 
 
 def test_the_order_is_optimizes_pipeline_fixed_point_flattened() -> None:
-    manager = pipeline(OptimizeOptions(opset=18))
+    manager = pipeline(OptimizeOptions(opset=18, weights="dequantize-linear"))
     want = []
     for stage in manager.passes:
         inner = isinstance(stage, FixedPoint)
@@ -48,7 +48,10 @@ def test_the_order_is_optimizes_pipeline_fixed_point_flattened() -> None:
         assert place in rows[name]["optimize"]
     assert rows["infer-shapes"]["optimize"] == [2, len(want)]  # first and last
     assert rows["convert-opset"]["default"] is False and rows["convert-opset"]["when"] == "--opset"
-    assert all(row["default"] for n, row in rows.items() if n != "convert-opset")
+    dequantize = rows["fuse-dequantize-linear"]
+    assert dequantize["default"] is False and dequantize["when"] == "--weights"
+    optional = ("convert-opset", "fuse-dequantize-linear")
+    assert all(row["default"] for n, row in rows.items() if n not in optional)
     fold = rows["fold-constants"]
     assert fold["fixed_point"] and "--fold-limit" in fold["options"]
     assert rows["fold-constants"]["fold"] == [2] and rows["eliminate-dead-code"]["fold"] == [3]

@@ -77,7 +77,10 @@ def test_reshape_to_a_product_of_conv_sizes_is_that_product() -> None:
         target = Concat <axis = 0> (b1, two, hw1)
         y = Reshape(c, target)
     }""",
-        [{"x": np.ones((b, 4, h, w), np.float32)} for b, h, w in ((2, 5, 7), (1, 1, 1), (3, 8, 2))],
+        [
+            {"x": np.ones((b, 4, h, w), np.float32)}
+            for b, h, w in ((2, 5, 7), (1, 1, 1), (3, 8, 2))
+        ],
         [{"B": b, "H": h, "W": w} for b, h, w in ((2, 5, 7), (1, 1, 1), (3, 8, 2))],
     )
     assert shapes[0][3] == "floor((H+1)/2)*floor((W+1)/2)"

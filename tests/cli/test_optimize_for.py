@@ -1,0 +1,210 @@
+"""`onnxforge optimize --for TOOLCHAIN` and `passes --for`: each profile on a small generated
+model (the output computes what the original does on onnxruntime, and on OpenVINO for its
+profile), the opset a profile picks, pinned defaults, static shapes asked for by name, and
+integer weights as DequantizeLinear or folded to float as the profile says."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+from typer.testing import CliRunner
+
+from onnxforge.cli import app
+from onnxforge.toolchains import _ONNX2TORCH, PROFILES
+
+ort = pytest.importorskip("onnxruntime")
+runner = CliRunner()
+RNG = np.random.default_rng(0)
+
+
+def _cnn(
+    opset: int = 18, ir_version: int = 8, defaults_as_inputs: bool = False
+) -> onnx.ModelProto:
+    """Conv -> Relu -> ReduceMean (axes an input from 18) -> Split in two (num_outputs from 18),
+    batch dynamic; with ``defaults_as_inputs`` the weights are also graph inputs (IR 3)."""
+    w = numpy_helper.from_array(RNG.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+    ]
+    inits = [w]
+    if opset >= 18:
+        inits.append(numpy_helper.from_array(np.array([2], np.int64), "axes"))
+        nodes.append(helper.make_node("ReduceMean", ["r", "axes"], ["m"], keepdims=1))
+        nodes.append(helper.make_node("Split", ["m"], ["a", "b"], axis=1, num_outputs=2))
+    else:
+        nodes.append(helper.make_node("ReduceMean", ["r"], ["m"], axes=[2], keepdims=1))
+        nodes.append(helper.make_node("Split", ["m"], ["a", "b"], axis=1))
+    inputs = [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, 8, 8])]
+    if defaults_as_inputs:
+        inputs.append(helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT, [4, 3, 3, 3]))
+    outputs = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in "ab"]
+    graph = helper.make_graph(nodes, "cnn", inputs, outputs, initializer=inits)
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version
+    )
+
+
+def _int8_matmul(opset: int = 17) -> onnx.ModelProto:
+    """x @ (Cast(int8 W) * scale): a weight shipped as int8 with its float scale."""
+    weight = RNG.integers(-127, 127, (16, 8)).astype(np.int8)
+    scale = np.array(0.02, np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Cast", ["wq"], ["wf"], to=onnx.TensorProto.FLOAT),
+            helper.make_node("Mul", ["wf", "scale"], ["w"]),
+            helper.make_node("MatMul", ["x", "w"], ["y"]),
+        ],
+        "q",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 16])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        initializer=[
+            numpy_helper.from_array(weight, "wq"),
+            numpy_helper.from_array(scale, "scale"),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def _run(proto: onnx.ModelProto | Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    data = proto.read_bytes() if isinstance(proto, Path) else proto.SerializeToString()
+    return ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _optimize(tmp_path: Path, proto: onnx.ModelProto, *args: str) -> tuple[Path, object]:
+    src, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(proto, src)
+    result = runner.invoke(app, ["optimize", str(src), "-o", str(out), *args])
+    return out, result
+
+
+@pytest.mark.parametrize("toolchain", sorted(PROFILES))
+def test_every_profile_writes_a_model_that_computes_the_same(
+    tmp_path: Path, toolchain: str
+) -> None:
+    proto = _cnn()
+    out, result = _optimize(tmp_path, proto, "--for", toolchain, "--input-shape", "x=2,3,8,8")
+    assert result.exit_code == 0, result.output
+    assert f"--for {toolchain}:" in result.stderr
+    written = onnx.load(out)
+    onnx.checker.check_model(written, full_check=True)
+    feeds = {"x": RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)}
+    for want, got in zip(_run(proto, feeds), _run(out, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    profile = PROFILES[toolchain]
+    opset = next(o.version for o in written.opset_import if o.domain in ("", "ai.onnx"))
+    if profile.ops:  # every node has a converter at the opset chosen (Split-18 has none)
+        assert opset == 17
+        for node in written.graph.node:
+            since = onnx.defs.get_schema(node.op_type, opset).since_version
+            assert since in _ONNX2TORCH[node.op_type], node.op_type
+    else:
+        assert opset == 18
+
+
+def test_openvino_computes_what_onnxruntime_does_on_the_profile_output(tmp_path: Path) -> None:
+    ov = pytest.importorskip("openvino")
+    proto = _cnn(opset=11, ir_version=3, defaults_as_inputs=True)
+    out, result = _optimize(tmp_path, proto, "--for", "openvino")
+    assert result.exit_code == 0, result.output
+    written = onnx.load(out)
+    assert [i.name for i in written.graph.input] == ["x"]  # the weight pinned
+    feeds = {"x": RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    # f32: the CPU plugin may otherwise compute in bf16 where the CPU has it (0.2% off here)
+    compiled = ov.compile_model(
+        ov.convert_model(str(out)), "CPU", {"INFERENCE_PRECISION_HINT": "f32"}
+    )
+    got = compiled(feeds)
+    for i, want in enumerate(_run(proto, feeds)):
+        np.testing.assert_allclose(got[i], want, rtol=1e-4, atol=1e-5)
+
+
+def test_static_shape_toolchains_name_the_inputs_that_need_one(tmp_path: Path) -> None:
+    for toolchain in ("ncnn", "tflite"):
+        out, result = _optimize(tmp_path, _cnn(), "--for", toolchain)
+        assert result.exit_code == 1
+        assert "needs static input shapes" in result.stderr
+        assert "x [?,3,8,8]" in result.stderr
+        assert not out.exists()
+    out, result = _optimize(tmp_path, _cnn(), "--for", "ncnn", "--input-shape", "x=1,3,8,8")
+    assert result.exit_code == 0, result.output
+    dims = onnx.load(out).graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_value for d in dims] == [1, 3, 8, 8]
+
+
+def test_the_default_keeps_initializer_inputs_and_converters_pin_them(tmp_path: Path) -> None:
+    proto = _cnn(opset=11, ir_version=3, defaults_as_inputs=True)
+    out, result = _optimize(tmp_path, proto)
+    assert result.exit_code == 0, result.output
+    assert [i.name for i in onnx.load(out).graph.input] == ["x", "w"]
+    for toolchain in ("mnn", "torch", "tensorrt"):
+        out, result = _optimize(tmp_path, proto, "--for", toolchain)
+        assert result.exit_code == 0, result.output
+        assert [i.name for i in onnx.load(out).graph.input] == ["x"], toolchain
+
+
+def test_int8_weights_stay_integer_or_become_float_as_the_toolchain_computes_them(
+    tmp_path: Path,
+) -> None:
+    proto = _int8_matmul()
+    feeds = {"x": RNG.standard_normal((2, 16)).astype(np.float32)}
+    (want,) = _run(proto, feeds)
+    out, result = _optimize(tmp_path, proto, "--for", "openvino")
+    assert result.exit_code == 0, result.output
+    written = onnx.load(out)
+    assert [n.op_type for n in written.graph.node] == ["DequantizeLinear", "MatMul"]
+    # the same bits in onnxruntime without its MatMulNBits rewrite (README, --weights)
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(str(out), plain, providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(session.run(None, feeds)[0], want)
+    out, result = _optimize(tmp_path, proto, "--for", "torch")
+    assert result.exit_code == 0, result.output
+    written = onnx.load(out)
+    assert [n.op_type for n in written.graph.node] == ["MatMul"]  # onnx2torch has no DQ
+    assert written.graph.initializer[0].data_type == onnx.TensorProto.FLOAT
+    np.testing.assert_allclose(_run(out, feeds)[0], want, rtol=1e-6, atol=1e-6)
+
+
+def test_opset_out_of_a_profile_range_and_unknown_toolchains_are_refused(tmp_path: Path) -> None:
+    out, result = _optimize(tmp_path, _cnn(), "--for", "torch", "--opset", "22")
+    assert result.exit_code == 1
+    assert "torch takes opsets 9..21" in result.stderr
+    out, result = _optimize(tmp_path, _cnn(), "--for", "coreml")
+    assert result.exit_code == 2
+    assert "no such toolchain" in result.output
+
+
+def test_passes_for_lists_what_the_profile_changes() -> None:
+    result = runner.invoke(app, ["passes", "--for", "torch", "--json", "-"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["toolchain"]["name"] == "torch"
+    changes = " ".join(data["toolchain"]["changes"])
+    assert "opset in 9..21" in changes and "float weights" in changes
+    assert "pins initializers" in changes
+    result = runner.invoke(app, ["passes", "--for", "ncnn"])
+    assert result.exit_code == 0
+    assert "needs a static shape for every input" in result.stdout
+
+
+def test_ncnn_gets_one_file_even_from_a_model_with_external_data(tmp_path: Path) -> None:
+    """pnnx loads the .onnx alone ("External file: model.onnx.data not found")."""
+    proto = _cnn()
+    src = tmp_path / "ext.onnx"
+    onnx.save(proto, src, save_as_external_data=True, size_threshold=0, location="ext.onnx.data")
+    out = tmp_path / "out.onnx"
+    args = ["optimize", str(src), "-o", str(out), "--input-shape", "x=1,3,8,8"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out.onnx.data").exists()  # the default keeps the input's layout
+    (tmp_path / "out.onnx.data").unlink()
+    result = runner.invoke(app, [*args, "--for", "ncnn"])
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "out.onnx.data").exists()
+    assert all(not t.external_data for t in onnx.load(out).graph.initializer)
