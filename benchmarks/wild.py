@@ -559,16 +559,28 @@ def _plans(
     return plans
 
 
-def _unit_plan(
-    proto: onnx.ModelProto, spec: FeedSpec, image: bool = False
-) -> tuple[dict[str, int], int]:
-    """Every free symbol at 1: the boundary where a dim that is 1 broadcasts or squeezes
-    away, so a shape true at two larger sizes but not at 1 (``Squeeze`` of ``[T, 1]`` written
-    ``[T]``) counts as wrong, as a guess should."""
+SMALLEST_TRIES = 48
+"""Sizes tried per symbol, from 1 up, for ``_smallest_plans``."""
+
+
+def _smallest_plans(
+    proto: onnx.ModelProto, spec: FeedSpec, first: tuple[dict[str, int], int], image: bool
+) -> Iterator[tuple[dict[str, int], int]]:
+    """The first plan that ran with every free symbol at 1, then with each free symbol alone
+    at 1, 2, ... below its size there: the boundary where a dim that is 1 broadcasts or
+    squeezes away, so a shape true at two larger sizes but not at the smallest the model runs
+    with (``Squeeze`` of ``[T-14, 1]`` written ``[T-14]``: a scalar at T = 15) counts as
+    wrong, as a guess should. The caller keeps the first of each group that runs."""
     from onnxforge import testing
 
     held, _ = _held(proto, spec, image)
-    return ({**dict.fromkeys(testing._symbols(proto), 1), **held}, 1)
+    free = [s for s in testing._symbols(proto) if s not in held and s in first[0]]
+    yield ({**first[0], **dict.fromkeys(free, 1)}, 1)
+    yield ({}, 0)
+    for symbol in free:
+        for size in range(1, min(first[0][symbol], SMALLEST_TRIES + 1)):
+            yield ({**first[0], symbol: size}, first[1])
+        yield ({}, 0)
 
 
 def _held(
@@ -656,6 +668,7 @@ def observe_with(proto: onnx.ModelProto, path: Path, spec: FeedSpec) -> Any:
     named = _name_dims(proto)
     image = _image_like(proto)
     plans = _plans(named, spec, image=image)
+    ran: tuple[dict[str, int], int] | None = None
     for seed, plan in enumerate(plans):
         try:
             feeds, bindings = _feeds(named, plan, spec, seed)
@@ -670,6 +683,7 @@ def observe_with(proto: onnx.ModelProto, path: Path, spec: FeedSpec) -> Any:
             continue
         if not first:
             first = outputs[: len(proto.graph.output)]
+            ran = plan
         result.bindings.append(bindings)
         result.feeds.append(feeds)
         result.shapes.append(
@@ -679,32 +693,42 @@ def observe_with(proto: onnx.ModelProto, path: Path, spec: FeedSpec) -> Any:
             break
     if not result.shapes:
         return f"onnxruntime runs it at no size tried: {error}"
-    unit = _unit_plan(named, spec, image=image)
-    _observe_unit(proto, named, unit, spec=spec, session=session, names=names, result=result)
+    assert ran is not None
+    group_done = False  # each group (all at 1; each symbol's sizes) stops at its first run
+    for plan in _smallest_plans(named, spec, ran, image):
+        if not plan[0]:  # the end of a group
+            group_done = False
+        elif not group_done:
+            group_done = _observe_at(
+                proto, named, plan, spec=spec, session=session, names=names, result=result
+            )
     return result, first
 
 
-def _observe_unit(
+def _observe_at(
     proto: onnx.ModelProto, named: onnx.ModelProto, plan: tuple[dict[str, int], int], *,
     spec: FeedSpec, session: Any, names: list[str], result: Any,
-) -> None:  # fmt: skip
-    """A third observation at ``_unit_plan`` where the model runs there (an image at 1 pixel
-    does not; a sequence of 1 usually does)."""
+) -> bool:  # fmt: skip
+    """One more observation at ``plan`` where the model runs there and is not degenerate (an
+    image at 1 pixel is not observed; a sequence of 1 usually is); whether it was."""
     try:
         feeds, bindings = _feeds(named, plan, spec, seed=99)
-        if not bindings or bindings in result.bindings:
-            return
+        if not bindings:
+            return False
+        if bindings in result.bindings:
+            return True
         outputs = session.run(names, feeds)
-    except Exception:  # noqa: BLE001  (a model that needs more than 1 is not observed there)
-        return
+    except Exception:  # noqa: BLE001  (a size the model cannot take is not observed)
+        return False
     seen = {n: o.shape for n, o in zip(names, outputs, strict=True) if hasattr(o, "shape")}
     if _degenerate(proto, seen):
-        return
+        return False
     result.bindings.append(bindings)
     result.feeds.append(feeds)
     result.shapes.append(
         {n: o.shape for n, o in zip(names, outputs, strict=True) if isinstance(o, np.ndarray)}
     )
+    return True
 
 
 def _float_diff(a: Any, b: Any) -> float:
