@@ -642,7 +642,8 @@ def _feeds(
 def observe_with(proto: onnx.ModelProto, path: Path, spec: FeedSpec) -> Any:
     """``onnxforge.testing.observe`` with the data file's hints: onnxruntime (optimizations
     off) runs the model with every main-graph value exposed at the first two size plans that
-    run; that and the graph outputs of the first run, or why it runs with none. A model whose
+    run, then at the boundary (``_smallest_plans``); that and the graph outputs of the first
+    run, or why it runs with none. A model whose
     exposed copy does not load is observed on its own outputs only (``Observed.data_dependent``
     then holds ``"<outputs only>"``)."""
     from onnxforge import testing

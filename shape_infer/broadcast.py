@@ -23,12 +23,13 @@
 
 Dims are ints, symbol names (``N``, ``N+1``) or None. Only static dims can contradict each other:
 a static mismatch is a ShapeError naming both shapes, the rule and the first dim that does not
-fit. Two dims that must be equal but are not provably so (``N`` and ``M``, ``N`` and 3 when ``N``
-cannot be the broadcast 1) are taken as equal and reported through ``on_assume``, once per pair
-and only when the broadcast succeeds; None and the engine's ``unk__`` names are never reported.
-Under the numpy rule two expressions of a shared symbol (``N`` and ``N+1``, ``N`` and ``2*N``)
-are never taken as equal, since they are equal nowhere or only at 0: one of them is the
-broadcast 1, and which one depends on the size, so the dim is unknown.
+fit. Two dims that must be equal but are not provably so (``N`` and ``M`` under the none,
+legacy and pdpd rules, ``N`` and 3 when ``N`` cannot be the broadcast 1) are taken as equal and
+reported through ``on_assume``, once per pair and only when the broadcast succeeds; None and the
+engine's ``unk__`` names are never reported. Under the numpy rule two symbolic dims neither of
+which is provably 1 or never 1 (``N`` and ``M``, ``N`` and ``N+1``) are equal or one of them is
+the broadcast 1, and which depends on the sizes: the dim is ``min(x*y, max(x, y))``, exact in
+every case (0 beside 1 included), never a guess that they are equal.
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ from collections.abc import Callable, Sequence
 from onnxforge.errors import ShapeError
 from onnxforge.ir import Dim, Shape
 from onnxforge.shape_infer.symbolic import (
+    dim_max,
+    dim_min,
+    dim_mul,
     is_clamp_of,
     is_unknown_symbol,
-    names,
     never_one,
     same_dim,
 )
@@ -122,12 +125,11 @@ class _Broadcast:
             # min(c, S) against S (c >= 2): equal up to S = c, and past it neither is 1, so
             # the model runs only where they are equal: S in every run (BERT's position ids)
             return y if is_clamp_of(x, y) else x
-        if names(x) & names(y):
-            # N and N+1 (or 2*N) are not two symbols to take as equal: they never are (or only
-            # at 0), so one of them is 1, and which one depends on N
-            return None
-        self.assume(x, y)
-        return x
+        # Equal, or one of them is the broadcast 1, and which depends on the sizes (N and M,
+        # N and N+1): min(x*y, max(x, y)) is the result in every case, 0 beside 1 included.
+        # Taking them as equal would write a guess (capspot's siamese batches: [B1, 512] was
+        # written for a [B2, 512] result at B1 = 1).
+        return dim_min(dim_mul(x, y), dim_max(x, y))
 
     def numpy(self) -> Shape:
         a, b = self.a, self.b

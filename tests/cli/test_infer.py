@@ -53,14 +53,14 @@ def test_infer_json_lists_values_assumptions_and_errors(tmp_path: Path) -> None:
     path = _write(
         tmp_path,
         """<ir_version: 8, opset_import: ["" : 17]>
-    g (float[N, 3] a, float[M, 3] b) => (float[?, ?] y) { y = Sub(a, b) }""",
+    g (float[2, N] a, float[3, M] b) => (float[?, ?] y) { y = Concat <axis = 0> (a, b) }""",
     )
     result = _invoke("infer", str(path), "--json")
     assert result.exit_code == 0
     report = json.loads(result.stdout)
     assert report["errors"] == []
     assert report["assumptions"][0]["a"] == "N" and report["assumptions"][0]["b"] == "M"
-    assert {"name": "y", "graph": "g", "op": "Sub", "dtype": "float", "shape": ["N", 3]} in (
+    assert {"name": "y", "graph": "g", "op": "Concat", "dtype": "float", "shape": [5, "N"]} in (
         report["values"]
     )
 

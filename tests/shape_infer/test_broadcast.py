@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from onnxforge.errors import ShapeError
 from onnxforge.ir import Dim, UnknownDim
 from onnxforge.shape_infer.broadcast import RULES, broadcast_shape
+from onnxforge.shape_infer.symbolic import evaluate
 
 # Fixed examples: the same cases on every run, no example database in the repository.
 SETTINGS = settings(
@@ -82,19 +83,25 @@ def test_numpy_symbol_against_3_is_3_without_assumption_because_the_symbol_may_b
     assert assumptions((3,), ("N",), rule="numpy") == ((3,), [])
 
 
-def test_numpy_two_symbols_are_assumed_equal_once() -> None:
-    assert assumptions(("N", 2), ("M", 2), rule="numpy") == (("N", 2), [("N", "M")])
-    assert assumptions(("N", "N"), ("M", "M"), rule="numpy") == (("N", "N"), [("N", "M")])
+def test_numpy_two_symbols_broadcast_to_an_exact_expression_not_an_assumption() -> None:
+    # N and M: equal, or one is the broadcast 1 (0 beside 1 included): min(N*M, max(N, M))
+    # in every case. Taken as equal, [N, 2] was a written guess (capspot's siamese batches).
+    both = "min(M*N, max(M, N))"
+    assert assumptions(("N", 2), ("M", 2), rule="numpy") == ((both, 2), [])
+    assert assumptions(("N", "N"), ("M", "M"), rule="numpy") == ((both, both), [])
+    for n, m in ((1, 5), (5, 1), (4, 4), (1, 0), (0, 1), (0, 0), (1, 1)):
+        assert evaluate(both, {"N": n, "M": m}) == (m if n == 1 else n)  # numpy's rule
 
 
-def test_numpy_expressions_of_one_symbol_are_unknown_not_assumed_equal() -> None:
-    # N and N+1 never are equal: one of them is 1, so the result is N+1 at N=1 and N at N=0
-    # (boundary fuzz: Expand of [N,1] to [N+1,1] was written [N,1] under "N == N+1").
-    assert assumptions(("N", 1), ("N+1", 1), rule="numpy") == ((None, 1), [])
-    assert assumptions(("N-2",), ("N",), rule="numpy") == ((None,), [])
+def test_numpy_expressions_of_one_symbol_broadcast_exactly_too() -> None:
+    # N and N+1 are equal nowhere: one of them is 1 (N+1 at N=0: 0; N at N=1: 2), and the
+    # same expression says which (boundary fuzz: Expand of [N,1] to [N+1,1] was written [N,1]
+    # under "N == N+1").
+    assert assumptions(("N", 1), ("N+1", 1), rule="numpy") == (("min(N*N+N, N+1)", 1), [])
+    assert evaluate("min(N*N+N, N+1)", {"N": 0}) == 0
+    assert evaluate("min(N*N+N, N+1)", {"N": 1}) == 2
     # 2*N is never 1, so N is 1 or 2*N (equal only at 0): 2*N in every run that broadcasts
     assert assumptions(("N",), ("2*N",), rule="numpy") == (("2*N",), [])
-    assert assumptions(("floor(N/3)",), ("N",), rule="numpy") == ((None,), [])
 
 
 def test_numpy_equal_polynomials_are_the_same_dim() -> None:
@@ -576,11 +583,11 @@ def test_openvino_agrees_on_dynamic_dims(
 def test_a_clamp_of_a_symbol_broadcast_against_the_symbol_is_the_symbol() -> None:
     """BERT's position ids: [:, :S] of a [1, 512] buffer is min(512, S) long, expanded to
     [B, S]. Past S = 512 neither dim is 1, so the model runs only where they are equal: S.
-    Two other expressions of one symbol (N, N+1) stay unknown."""
+    Other pairs of one symbol broadcast to the exact expression of any two dims."""
     assert broadcast_shape((1, "min(512, S)"), ("B", "S")) == ("B", "S")
     assert broadcast_shape(("B", "S"), (1, "min(512, S)")) == ("B", "S")
-    assert broadcast_shape(("min(1, S)",), ("S",)) == (None,)  # min(1, S) is 1 or 0: unknown
-    assert broadcast_shape(("N",), ("N+1",)) == (None,)
+    (dim,) = broadcast_shape(("min(1, S)",), ("S",))  # min(1, S) is 1 or 0
+    assert [evaluate(dim, {"S": s}) for s in (0, 1, 7)] == [0, 1, 7]
 
 
 def test_bert_position_ids_sliced_and_expanded_are_what_onnxruntime_computes() -> None:
