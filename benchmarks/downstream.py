@@ -860,9 +860,9 @@ def _cell_run(tc: Toolchain, var: str, model: Path | None, *,
             cell["error"] = f"timeout after {ctx.timeout:.0f} s"
         elif told.get("error"):
             cell["error"] = told["error"]
-            native = [ln for ln in ran["stderr"].splitlines()
+            native = [ln for ln in (ran["stdout"] + "\n" + ran["stderr"]).splitlines()
                       if re.search(r"fail|error|not support|unsupport", ln, re.I)
-                      and not ln.startswith(("Traceback", "  "))]  # fmt: skip
+                      and not re.search(r"Converted Failed|^Traceback|^  ", ln)]  # fmt: skip
             if told["error"] in GENERIC and native:  # what the C++ side printed
                 cell["error"] += f" ({native[-1].strip()[:200]})"
         else:
@@ -899,7 +899,7 @@ def _reason(text: str) -> str:
     text = re.sub(r"^error: [\w.+-]+: ", "", _short(text))
     text = re.sub(r"'[^']*'|\"[^\"]*\"|`[^`]*`", "'…'", text)
     text = re.sub(r"\[[^\]]*\]", "[…]", text)
-    text = re.sub(r"\b\d+(\.\d+)?(e[-+]?\d+)?\b", "N", text)
+    text = re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "N", text)
     return text[:140]
 
 
@@ -908,7 +908,9 @@ def _codes(results: Mapping[str, Any]) -> str:
     found: Counter[str] = Counter()
     for r in results.values():
         found[
-            r.get("variants", {}).get("onnxforge", {}).get("code", "before codes were kept")
+            r.get("variants", {})
+            .get("onnxforge", {})
+            .get("code", "not recorded (runs before the code was kept per model)")
         ] += 1
     return "; ".join(f"{c} ({n} models)" for c, n in found.most_common())
 
