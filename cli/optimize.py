@@ -234,7 +234,8 @@ def optimize(
                 options = for_toolchain(options, loaded)
                 target = f"opset {options.opset}" if options.opset else "the model's opset"
                 note(
-                    f"--for {toolchain}: {target}; " + "; ".join(PROFILES[toolchain].changes()[1:])
+                    f"--for {toolchain}: {target}; "
+                    + "; ".join(PROFILES[toolchain].changes(opset=False))
                 )
             start = time.perf_counter()
             with progress(f"optimizing {name}", expected_long=long_graph(loaded)) as step:

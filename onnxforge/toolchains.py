@@ -70,10 +70,11 @@ class Profile:
     embedded: bool = False  # weights inside the .onnx (the converter reads that file alone)
     ops: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
-    def changes(self) -> list[str]:
-        """What the profile does to a model, one line each (``onnxforge passes --for``)."""
+    def changes(self, *, opset: bool = True) -> list[str]:
+        """What the profile does to a model, one line each (``onnxforge passes --for``);
+        without ``opset``, all but the opset line (optimize's note says the opset chosen)."""
         lines = []
-        if self.opsets is not None or self.ops:
+        if opset and (self.opsets is not None or self.ops):
             low, high = self.opsets or (1, 0)
             span = f"{low}..{high}" if self.opsets else "the model's"
             extra = f", where every op has a converter ({len(self.ops)} ops)" if self.ops else ""
