@@ -95,8 +95,12 @@ def nth_kept(n: int, removed: tuple[int, ...]) -> int:
 
 
 def squeeze_chain(graph: Graph, op: Op, version: int, opset: int) -> bool:
-    """Unsqueeze(Unsqueeze(x, a), b) or Squeeze(Squeeze(x, a), b): the second op reads x
-    with the axes combined (non-negative, sorted)."""
+    """Squeeze(Squeeze(x, a), b): the second op reads x with the axes combined (non-negative,
+    sorted). Unsqueeze chains stay as they are: pnnx lowers a multi-axis Unsqueeze that adds
+    the batch axis to ncnn with the other axes misplaced, and ncnn then fails (-100) on the
+    Conv after it (madmom's CNNs: the original converts, the merged form does not)."""
+    if op.op_type != "Squeeze":
+        return False
     first = producer_of(graph, op._inputs[0], {op.op_type})
     if first is None or first._inputs[0] is None:
         return False
@@ -106,21 +110,12 @@ def squeeze_chain(graph: Graph, op: Op, version: int, opset: int) -> bool:
     a, b = raw_axes(first, opset), raw_axes(op, opset)
     if not a or not b:
         return False  # absent, not constant or empty: a Squeeze's meaning depends on shapes
-    if op.op_type == "Unsqueeze":  # the second's axes are output positions; the first's
-        middle = None if rank is None else rank + len(a)  # move to the positions left free
-        na, nb = (
-            normalize_axes(a, middle),
-            normalize_axes(b, None if middle is None else middle + len(b)),
-        )
-        if na is None or nb is None:
-            return False
-        combined = sorted(set(nb) | {nth_kept(p, nb) for p in na})
-    else:  # the second's axes are positions among the dims the first kept
-        na = normalize_axes(a, rank)
-        nb = normalize_axes(b, None if rank is None else rank - len(a))
-        if na is None or nb is None:
-            return False
-        combined = sorted(set(na) | {nth_kept(p, na) for p in nb})
+    # the second's axes are positions among the dims the first kept
+    na = normalize_axes(a, rank)
+    nb = normalize_axes(b, None if rank is None else rank - len(a))
+    if na is None or nb is None:
+        return False
+    combined = sorted(set(na) | {nth_kept(p, na) for p in nb})
     if version < 13:
         op.attrs["axes"] = combined
         graph.touch(op)

@@ -38,6 +38,10 @@ KnownValues = dict[Value, tuple[Dim, ...]]  # InferReport.known_values
 
 RESHAPES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
 """Ops that only change the shape: a Reshape after one of them can read their input."""
+RECURRENT = frozenset({"RNN", "GRU", "LSTM"})
+"""Their Y is [seq, directions, batch, hidden]; exporters give it the framework's layout with
+Squeeze(1) or Transpose(0, 2, 1, 3) -> Reshape(0, 0, -1), and converters (pnnx) match those
+ops to rebuild the framework's layer: a raw LSTM is left for ncnn, which cannot load it."""
 
 
 @register_pass
@@ -49,13 +53,14 @@ class SimplifyShapeOpsPass(Pass):
        arithmetic on them) becomes initializers.
     2. Reshape(R(x), s) with R a Reshape, Flatten, Squeeze or Unsqueeze reads x directly when
        every 0 of s (allowzero off) copies a dim that R's output and x provably share; R
-       stays for its other readers.
+       stays for its other readers. Not when R lays out the Y of an RNN, GRU or LSTM (reads
+       it, or a Transpose of it): converters recognize the recurrent layer by R.
     3. Transpose(Transpose(x, p), q) becomes Transpose(x, [p[i] for i in q]), removed when
        that is the identity.
     4. Unsqueeze(Squeeze(x, a), a) and Squeeze(Unsqueeze(x, a), a) become x (axes compared
        after normalizing negative ones; a Squeeze without axes needs a static shape).
-       Unsqueeze(Unsqueeze(x, a), b) becomes one Unsqueeze, Squeeze(Squeeze(x, a), b) one
-       Squeeze, with the axes combined; the first op stays for its other readers.
+       Squeeze(Squeeze(x, a), b) becomes one Squeeze with the axes combined; the first op
+       stays for its other readers. Unsqueeze chains stay (pnnx misconverts the merged one).
     5. Integer values whose elements inference knows symbolically and which are equal
        (Shape of two tensors that are both [N, 4, 197, 64], the Slices of those) are one:
        readers of the later value read the earlier. Not inside Loop and Scan bodies, whose
@@ -102,7 +107,7 @@ class SimplifyShapeOpsPass(Pass):
                         if squeeze_pair(graph, op, opset):
                             result.note("squeeze_pairs_removed", label)
                         elif squeeze_chain(graph, op, version, opset):
-                            result.note(f"{op.op_type.lower()}s_merged", label)
+                            result.note("squeezes_merged", label)
         refresh_captures(model)
         result.modified = bool(result.stats)
         return result
@@ -139,6 +144,8 @@ def _reshape_chain(graph: Graph, op: Op, version: int, opset: int) -> bool:
     if first is None or not first._inputs or first._inputs[0] is None:
         return False
     x, mid = first._inputs[0], first._outputs[0]
+    if _lays_out_recurrent_output(graph, x):
+        return False
     if version >= 14 and op.attr("allowzero", 0):
         set_input(graph, op, 0, x)
         return True
@@ -159,6 +166,15 @@ def _reshape_chain(graph: Graph, op: Op, version: int, opset: int) -> bool:
             return False
     set_input(graph, op, 0, x)
     return True
+
+
+def _lays_out_recurrent_output(graph: Graph, value: Value) -> bool:
+    """Case 2's exception: ``value`` is the Y of an RNN, GRU or LSTM, or a Transpose of it."""
+    transpose = producer_of(graph, value, {"Transpose"})
+    if transpose is not None:
+        value = transpose._inputs[0]
+    recurrent = producer_of(graph, value, RECURRENT)
+    return recurrent is not None and bool(recurrent._outputs) and recurrent._outputs[0] is value
 
 
 def _constant_target(graph: Graph, op: Op, version: int, known_values: KnownValues) -> bool:

@@ -168,7 +168,8 @@ def test_squeeze_and_unsqueeze_of_the_same_axes_cancel(
     )
 
 
-def test_consecutive_unsqueezes_and_squeezes_become_one() -> None:
+def test_consecutive_squeezes_become_one_unsqueezes_stay() -> None:
+    """A multi-axis Unsqueeze adding the batch axis is what pnnx misconverts for ncnn."""
     model = model_from_text(
         HEADER
         + """
@@ -188,10 +189,10 @@ def test_consecutive_unsqueezes_and_squeezes_become_one() -> None:
         "x": np.arange(12, dtype=np.float32).reshape(3, 4),
         "w": np.arange(12, dtype=np.float32).reshape(1, 3, 1, 4, 1),
     }
-    assert _run(model) == {"unsqueezes_merged": 1, "squeezes_merged": 2}
-    assert _ops(model) == ["Unsqueeze", "Squeeze"]
-    unsqueeze, squeeze = [op for op in model.graph.ops if op.op_type != "Constant"]
-    assert unsqueeze._inputs[1].const.numpy().tolist() == [0, 2]
+    assert _run(model) == {"squeezes_merged": 2}
+    assert _ops(model) == ["Unsqueeze", "Unsqueeze", "Squeeze"]
+    first, second, squeeze = [op for op in model.graph.ops if op.op_type != "Constant"]
+    assert second._inputs[0] is first._outputs[0]
     assert squeeze._inputs[1].const.numpy().tolist() == [0, 2, 4]
     assert_models_close(before, model, feeds)
 
@@ -209,9 +210,9 @@ def test_opset_11_squeeze_axes_are_attributes() -> None:
     }"""
     )
     before = to_proto(model)
-    assert _run(model) == {"unsqueezes_merged": 1, "squeeze_pairs_removed": 1}
-    assert _ops(model) == ["Unsqueeze", "Relu"]
-    assert model.graph.ops[0].attrs["axes"] == [0, 2]
+    assert _run(model) == {"squeeze_pairs_removed": 1}
+    assert _ops(model) == ["Unsqueeze", "Unsqueeze", "Relu"]
+    assert [op.attrs["axes"] for op in model.graph.ops[:2]] == [[0], [2]]
     assert_models_close(before, model)
 
 
@@ -291,3 +292,67 @@ def test_a_computed_reshape_target_known_but_for_symbols_becomes_constant(
         assert _ops(model) == ["Reshape"]
         assert model.graph.ops[-1]._inputs[1].const.numpy().tolist() == constant
     assert_models_close(before, model, random_feeds(before, dim=5))
+
+
+@pytest.mark.parametrize(
+    ("recurrent", "layout", "first"),
+    [
+        (
+            'LSTM <hidden_size = 2, direction = "bidirectional"> (x, w, r)',
+            "p = Transpose <perm = [0, 2, 1, 3]> (y)\n        s = Reshape(p, zz)",
+            "Reshape",
+        ),
+        ("GRU <hidden_size = 4> (x, w, r)", "s = Squeeze(y, one)", "Squeeze"),
+    ],
+)
+def test_the_op_laying_out_a_recurrent_output_stays_before_a_reshape(
+    recurrent: str, layout: str, first: str
+) -> None:
+    """pnnx rebuilds nn.LSTM / nn.GRU from Y -> Transpose(0, 2, 1, 3) -> Reshape(0, 0, -1)
+    or Y -> Squeeze(1); without them it leaves an ONNX LSTM that ncnn cannot load."""
+    lstm = recurrent.startswith("LSTM")
+    w_shape, r_shape = ((2, 8, 2), (2, 8, 2)) if lstm else ((1, 12, 2), (1, 12, 4))
+    rng = np.random.default_rng(0)
+    model = model_from_text(
+        HEADER
+        + f"""
+    g (float[3, 1, 2] x) => (float[3, 4] z) {{
+        y = {recurrent}
+        {layout}
+        z = Reshape(s, t)
+    }}""",
+        w=rng.standard_normal(w_shape).astype(np.float32),
+        r=rng.standard_normal(r_shape).astype(np.float32),
+        zz=np.array([0, 0, -1], dtype=np.int64),
+        one=np.array([1], dtype=np.int64),
+        t=np.array([3, 4], dtype=np.int64),
+    )
+    before = to_proto(model)
+    assert "reshapes_merged" not in _run(model)
+    *_, middle, last = model.graph.topo_order()
+    assert (middle.op_type, last.op_type) == (first, "Reshape")
+    assert last._inputs[0] is middle._outputs[0]
+    assert middle._inputs[0] is not model.graph.inputs[0]
+    assert_models_close(before, model)
+
+
+def test_a_reshape_after_a_recurrent_state_output_still_merges() -> None:
+    """Only Y is laid out for the framework's layer: Y_h is [directions, batch, hidden]."""
+    rng = np.random.default_rng(0)
+    model = model_from_text(
+        HEADER
+        + """
+    g (float[3, 1, 2] x) => (float[4] z) {
+        y, h = GRU <hidden_size = 2, direction = "bidirectional"> (x, w, r)
+        s = Reshape(h, a)
+        z = Reshape(s, b)
+    }""",
+        w=rng.standard_normal((2, 6, 2)).astype(np.float32),
+        r=rng.standard_normal((2, 6, 2)).astype(np.float32),
+        a=np.array([2, 2], dtype=np.int64),
+        b=np.array([-1], dtype=np.int64),
+    )
+    before = to_proto(model)
+    assert _run(model) == {"reshapes_merged": 1}
+    assert _ops(model) == ["GRU", "Reshape"]
+    assert_models_close(before, model)
