@@ -7,11 +7,12 @@ __all__ = ["FuseMatMulAddPass"]
 import logging
 from typing import ClassVar
 
-from onnxforge.ir import DType, Graph, Model, Op
+from onnxforge.ir import DType, Graph, Model, Op, Tensor
 from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
 from onnxforge.passes._rewrite import (
     STANDARD_DOMAINS,
     bypass,
+    constant,
     dtype_of,
     graphs_with_opset,
     inferred_types,
@@ -35,10 +36,16 @@ class FuseMatMulAddPass(Pass):
     """Replace ``z = Add(MatMul(A, B), C)`` (either order) by ``z = Gemm(A, B, C)``.
 
     Only when A and B are 2-D (Gemm has no batch and no vector operands), their dtype is
-    float or double, the MatMul's output is read by the Add alone, and C (constant or not)
-    broadcasts to the [M, N] result without changing it (each dim, aligned right, is 1 or
-    provably equal), which is Gemm's unidirectional broadcast of C. The model's opset must
-    be 7 or later (Gemm's C broadcast). The MatMul becomes the Gemm; alpha and beta are 1.
+    float or double, the MatMul's output is read by the Add alone, and C is a constant the
+    caller cannot override that broadcasts to the [M, N] result without changing it (each dim,
+    aligned right, is 1 or provably equal), which is Gemm's unidirectional broadcast of C. The
+    model's opset must be 7 or later (Gemm's C broadcast). The MatMul becomes the Gemm; alpha
+    and beta are 1, and C is written 1-D when it is one row.
+
+    The Gemm is for converters, which make it a linear layer: onnxruntime fuses MatMul + Add
+    itself. pnnx makes Gemm(x, W, [N]) an ncnn InnerProduct, but a Gemm whose C is [1, N] or
+    computed an F.linear, which ncnn lacks (qonnx's mnist-conv, whose bias is an IR-3 input),
+    where it converts the MatMul and Add.
     """
 
     name: ClassVar[str] = "fuse-matmul-add"
@@ -83,7 +90,15 @@ class FuseMatMulAddPass(Pass):
         aligned = zip(c_shape[::-1], out[::-1], strict=False)
         if not all(n == 1 or same_dim(n, d) for n, d in aligned):
             return False
+        bias = constant(c)
+        if bias is None:
+            return False
         matmul.op_type = "Gemm"
+        if bias.ndim == 2 and bias.shape[0] == 1:
+            c = graph.add_initializer(
+                graph.fresh_name(f"{c.name}_row"),
+                Tensor.from_numpy(bias.reshape(bias.shape[1:]), dtype_of(c)),
+            )
         set_input(graph, matmul, 2, c)
         assert y is not None
         return bypass(graph, add, y)
