@@ -1,6 +1,6 @@
 """`onnxforge optimize --for TOOLCHAIN` and `passes --for`: each profile on a small generated
-model (the output computes what the original does on onnxruntime, and on OpenVINO for its
-profile), the opset a profile picks, pinned defaults, static shapes asked for by name, and
+model (the output computes what the original does on onnxruntime, and on OpenVINO and MNN for
+their profiles), the opset a profile picks, pinned defaults, static shapes asked for by name, and
 integer weights as DequantizeLinear or folded to float as the profile says."""
 
 from __future__ import annotations
@@ -122,6 +122,27 @@ def test_openvino_computes_what_onnxruntime_does_on_the_profile_output(tmp_path:
     got = compiled(feeds)
     for i, want in enumerate(_run(proto, feeds)):
         np.testing.assert_allclose(got[i], want, rtol=1e-4, atol=1e-5)
+
+
+def test_mnn_computes_what_onnxruntime_does_on_the_profile_output(tmp_path: Path) -> None:
+    """MNN's own converter (what ``mnnconvert -f ONNX`` runs) and its module runtime."""
+    mnn = pytest.importorskip("MNN")
+    tools = pytest.importorskip("_tools")  # the mnn wheel's converter, as mnnconvert calls it
+    proto = _cnn(opset=11, ir_version=3, defaults_as_inputs=True)
+    out, result = _optimize(tmp_path, proto, "--for", "mnn")
+    assert result.exit_code == 0, result.output
+    assert [i.name for i in onnx.load(out).graph.input] == ["x"]  # the weight pinned
+    converted = tmp_path / "out.mnn"
+    tools.mnnconvert(["mnnconvert", "-f", "ONNX", "--modelFile", str(out),
+                      "--MNNModel", str(converted), "--bizCode", "test"])  # fmt: skip
+    assert converted.stat().st_size > 0
+    module = mnn.nn.load_module_from_file(str(converted), ["x"], ["a", "b"])
+    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    expr = mnn.expr
+    got = module.forward([expr.const(x, list(x.shape), expr.NCHW, expr.float)])
+    for var, want in zip(got, _run(proto, {"x": x}), strict=True):
+        plain = expr.convert(var, expr.NCHW) if var.data_format == expr.NC4HW4 else var
+        np.testing.assert_allclose(np.array(plain.read()), want, rtol=1e-4, atol=1e-5)
 
 
 def test_static_shape_toolchains_name_the_inputs_that_need_one(tmp_path: Path) -> None:
