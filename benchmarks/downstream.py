@@ -47,6 +47,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -726,6 +727,7 @@ class Context:
     lock: threading.Lock
     on_save: Callable[[], None]
     env: dict[str, str] = field(default_factory=dict)
+    code: str = ""  # the commit (and files modified) of the snapshot the onnxforge commands run
 
 
 def measure_model(entry: Mapping[str, Any], ctx: Context) -> None:
@@ -734,7 +736,7 @@ def measure_model(entry: Mapping[str, Any], ctx: Context) -> None:
         result = ctx.stored["models"].setdefault(entry["id"], {"id": entry["id"]})
         result.update({"producer": entry["producer"], "flags": entry["flags"]})
         cells = result.setdefault("cells", {})
-    code = _code()
+    code = ctx.code
     wanted = [(t, v) for t in ctx.chosen for v in ctx.variants]
     todo = [(t, v) for t, v in wanted if ctx.force or v not in cells.get(t, {})]
     if not todo:
@@ -1068,21 +1070,6 @@ def _save_json(path: Path, data: Any) -> None:
     tmp.replace(path)
 
 
-def _code() -> str:
-    """The commit the onnxforge command runs from, with the package files modified beside it
-    (the work tree: an edit during a run shows up in the cells made after it)."""
-
-    def git(*a: str) -> str:
-        return subprocess.run(["git", "-C", str(ROOT), *a], capture_output=True, text=True,
-                              check=False).stdout  # fmt: skip
-
-    status = git("status", "--porcelain", "onnxforge", "passes", "cli", "kernels", "shape_infer")
-    dirty = [ln[3:] for ln in status.splitlines() if ln.strip()]
-    return f"{git('rev-parse', '--short', 'HEAD').strip()}" + (
-        f" + modified {', '.join(dirty)}" if dirty else ""
-    )
-
-
 def run(args: argparse.Namespace) -> None:
     toolchains = load_toolchains(args.data)
     if args.toolchains:
@@ -1119,14 +1106,23 @@ def run(args: argparse.Namespace) -> None:
     if args.limit:
         todo = todo[: args.limit]
     lock = threading.Lock()
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(BENCH),
+    import wild
+
+    # the onnxforge commands import a copy of the code taken now (wild.snapshot): edits to the
+    # work tree during a run that takes hours do not change what the later cells measure
+    scratch = Path(tempfile.mkdtemp(prefix="onnxforge-downstream-"))
+    snap = wild.snapshot(scratch / "code")
+    code = snap["commit"] + (f" + modified {', '.join(snap['modified'])}"
+                             if snap["modified"] else "")  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(scratch / "code"), str(BENCH)]),
            "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
            **dict.fromkeys(("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"),
                            "http://127.0.0.1:9")}  # fmt: skip
     env["CI"] = "true"  # OpenVINO's convert_model sends telemetry unless it runs in CI
     # a toolchain that reaches for the network anyway (a model zoo, telemetry, sample data)
     # fails at once on the discard port instead of leaving the machine
-    meta["code"] = _code()
+    meta["code"] = code
     meta.setdefault("runs", []).append({
         "started": time.strftime("%Y-%m-%d %H:%M:%S"), "models": len(todo),
         "toolchains": chosen, "variants": variants, "timeout": args.timeout,
@@ -1149,7 +1145,7 @@ def run(args: argparse.Namespace) -> None:
         m, named = item
         ctx = Context(toolchains=toolchains, chosen=named, variants=variants,
                       timeout=args.timeout, mem_gib=args.mem_limit, force=args.force,
-                      stored=stored, lock=lock, on_save=save, env=env)  # fmt: skip
+                      stored=stored, lock=lock, on_save=save, env=env, code=code)  # fmt: skip
         try:
             measure_model(m, ctx)
         except Exception as exc:  # noqa: BLE001  (one model's harness failure is reported)
@@ -1180,6 +1176,7 @@ def run(args: argparse.Namespace) -> None:
         meta["runs"][-1]["seconds"] = round(time.monotonic() - started, 1)
         with lock:
             save()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def main() -> None:
