@@ -4,7 +4,8 @@ A profile says which default-domain opsets the toolchain's ONNX importer takes (
 the highest one the model can be converted to, never above the model's own), whether initializers
 listed as graph inputs (IR-3 zoo models) become constants (converters take every graph input for
 a runtime input: pnnx wants a shape for ``conv1_w_0``, onnx2torch a tensor), whether every input
-needs a static shape, and whether integer weights stay DequantizeLinear or become float weights.
+needs a static shape, whether integer weights stay DequantizeLinear or become float weights, and
+which op inputs it reads from initializers alone (a weight computed from constants is folded).
 Each entry cites what it rests on; ``benchmarks/downstream.py`` measures the result.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 __all__ = ["PROFILES", "Profile", "check_static_shapes", "choose_opset", "profile"]
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from onnxforge import opset as schemas
@@ -55,6 +56,12 @@ _ONNX2TORCH: dict[str, tuple[int, ...]] = {
     "Xor": (1, 7),
 }  # fmt: skip
 
+# onnx2torch 1.5.15's node_converters/conv.py reads W and B as graph.initializers[name]: a
+# weight computed from constants (the zoo's light_*.onnx: ConstantOfShape(conv1_w_0__SHAPE))
+# is "KeyError: 'gpu_0/conv1_w_0'". BatchNormalization, Gemm, LayerNormalization and
+# InstanceNormalization fall back to a functional module instead.
+_ONNX2TORCH_INITIALIZERS: dict[str, tuple[int, ...]] = {"Conv": (1, 2), "ConvTranspose": (1, 2)}
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -69,6 +76,8 @@ class Profile:
     weights: str = "as-is"  # integer weights: as-is, dequantize-linear or float
     embedded: bool = False  # weights inside the .onnx (the converter reads that file alone)
     ops: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    # op type -> the input ports the converter reads from initializers alone
+    initializer_inputs: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def changes(self, *, opset: bool = True) -> list[str]:
         """What the profile does to a model, one line each (``onnxforge passes --for``);
@@ -85,6 +94,9 @@ class Profile:
             lines.append("needs a static shape for every input (--input-shape NAME=D1,D2,...)")
         if self.embedded:
             lines.append("writes the weights inside the .onnx file (no external data)")
+        if self.initializer_inputs:
+            ops = ", ".join(sorted(self.initializer_inputs))
+            lines.append(f"folds weights computed from constants for {ops}, whatever their size")
         if self.weights == "float":
             lines.append("folds integer weights and their DequantizeLinear to float weights")
         elif self.weights == "dequantize-linear":
@@ -121,6 +133,7 @@ PROFILES: dict[str, Profile] = {
             opsets=(9, 21),
             ops=_ONNX2TORCH,
             weights="float",  # its registry has no DequantizeLinear
+            initializer_inputs=_ONNX2TORCH_INITIALIZERS,
         ),
         Profile(
             "tflite",
@@ -143,28 +156,49 @@ def profile(name: str) -> Profile:
     return found
 
 
-def _op_types(model: Model) -> set[str]:
-    return {op.op_type for _, op in model.ops() if op.domain in ("", "ai.onnx")}
+def _op_types(p: Profile, model: Model) -> set[str]:
+    """The default-domain ops of the model the profile's toolchain will see: under
+    weights="float" a DequantizeLinear of a constant is folded to a float weight first."""
+    found = set()
+    for _, op in model.ops():
+        if op.domain not in ("", "ai.onnx"):
+            continue
+        x = op._inputs[0] if op._inputs else None
+        folded = x is not None and x.const is not None
+        if not (p.weights == "float" and op.op_type == "DequantizeLinear" and folded):
+            found.add(op.op_type)
+    return found
 
 
-def _unsupported(ops: Iterable[str], opset: int, table: Mapping[str, tuple[int, ...]]) -> list:
+def _unsupported(
+    ops: Iterable[str],
+    opset: int,
+    table: Mapping[str, tuple[int, ...]],
+    lowers: Callable[[str], bool],
+) -> list:
     """The ops whose schema version at ``opset`` the table lacks. An op that opset does not
-    define yet is left to the conversion, which writes it in older ops (Gelu, LayerNorm)."""
+    define yet is left to the conversion when ``lowers`` says it writes it in older ops
+    (Gelu, LayerNorm); else it is missing there (DequantizeLinear below 10)."""
     missing = []
     for op_type in sorted(ops):
         try:
             since = schemas.since_version(op_type, opset, "")
         except OnnxForgeError:
+            if not lowers(op_type):
+                missing.append(f"{op_type} (not in opset {opset})")
             continue
         if since not in table.get(op_type, ()):
             missing.append(f"{op_type}-{since}")
     return missing
 
 
-def choose_opset(p: Profile, model: Model, requested: int | None) -> int | None:
+def choose_opset(
+    p: Profile, model: Model, requested: int | None, *, lowers: Callable[[str], bool]
+) -> int | None:
     """The default-domain opset to convert to: ``requested`` when given (checked against the
     range), else the model's when the profile takes it, else the highest in range at or below
-    the model's where every op has a converter. None: keep the model's."""
+    the model's where every op has a converter. None: keep the model's. ``lowers(op_type)``:
+    the conversion writes that op in older ops below the opset that introduced it."""
     try:
         current = model.opset()
     except OnnxForgeError:
@@ -176,13 +210,13 @@ def choose_opset(p: Profile, model: Model, requested: int | None) -> int | None:
         if not low <= requested <= high:
             raise OnnxForgeError(f"--opset {requested}: {p.name} takes opsets {low}..{high}")
         return requested
-    ops = _op_types(model)
+    ops = _op_types(p, model)
     top = min(current, high)
     # down from the model's opset first (conversion down decomposes what is new), then up
     for target in [*range(top, low - 1, -1), *range(max(top + 1, low), high + 1)]:
-        if not p.ops or not _unsupported(ops, target, p.ops):
+        if not p.ops or not _unsupported(ops, target, p.ops, lowers):
             return None if target == current else target
-    missing = _unsupported(ops, max(low, top), p.ops)
+    missing = _unsupported(ops, max(low, top), p.ops, lowers)
     raise OnnxForgeError(
         f"{p.name} has no converter for {', '.join(missing)} at any opset in {low}..{high}"
     )

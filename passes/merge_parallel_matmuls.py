@@ -20,6 +20,7 @@ from onnxforge.passes._rewrite import (
     dtype_of,
     graphs_with_opset,
     inferred_types,
+    is_graph_output,
     only_reader,
     refresh_captures,
     rename,
@@ -55,6 +56,10 @@ class MergeParallelMatMulsPass(Pass):
     2. When every y_i is read only by ``Add(y_i, b_i)`` (either order, opset 7 or later)
        with a constant 1-D b_i [N_i] of W's dtype read by that Add alone, the Adds merge
        too: ``Add(y, concat(b_i))`` comes before the Split, whose outputs replace the Adds'.
+    3. A MatMul whose result (its Add's, in case 2) is an output of the graph stays apart:
+       a graph output keeps a one-output producer. onnx2torch 1.5.15 takes a graph output
+       for its producer's whole result, so a Split's part there became all of its parts
+       (trueocr's order.onnx: ``cls`` [1, 2, 10] came out as seven tensors).
 
     The Split takes the sizes as an input from opset 13, as an attribute from 2 to 12 (with
     a non-negative axis before 11, so x's rank must be known there); each replaced output
@@ -98,10 +103,23 @@ def _groups(graph: Graph, opset: int, focus: int | None) -> list[list[_Member]]:
         if x is None or w is None or w.ndim != 2 or dtype is None:
             continue
         groups.setdefault((x, w.shape[0], dtype), []).append(_Member(op, w))
-    found = [members for members in groups.values() if len(members) >= 2]
-    for members in found:
+    found = []
+    for group in groups.values():
+        # Case 3, before and after the biases are known
+        members = [m for m in group if not _is_output(graph, m.matmul)]
+        if len(members) < 2:
+            continue
         _find_biases(graph, members, opset)
+        members = [m for m in members if m.add is None or not _is_output(graph, m.add)]
+        if len(members) >= 2:
+            found.append(members)
     return found
+
+
+def _is_output(graph: Graph, op: Op) -> bool:
+    """``op``'s result is an output of ``graph``."""
+    value = op._outputs[0] if op._outputs else None
+    return value is not None and is_graph_output(graph, value)
 
 
 def _near_siblings(graph: Graph, op: Op) -> Iterator[Op]:

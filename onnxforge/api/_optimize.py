@@ -24,8 +24,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from onnxforge import io, toolchains
+from onnxforge import opset as schemas
 from onnxforge.errors import OnnxForgeError
 from onnxforge.ir import DType, Model, Op, TensorType
+from onnxforge.kernels import NONDETERMINISTIC
 from onnxforge.passes import (
     ConvertOpsetPass,
     FixedPoint,
@@ -38,6 +40,8 @@ from onnxforge.passes import (
     fold_pipeline,
 )
 from onnxforge.passes.convert import convert as convert_model
+from onnxforge.passes.convert import find_adapter
+from onnxforge.passes.fold_constants import QUANTIZATION
 from onnxforge.shape_infer import infer as infer_model
 
 logger = logging.getLogger(__name__)
@@ -62,6 +66,8 @@ class OptimizeOptions:
     strict: bool = False  # declared types that contradict inference are errors, not replaced
     toolchain: str | None = None  # --for: a profile of onnxforge.toolchains
     weights: str = "as-is"  # integer weights: as-is, dequantize-linear or float (WEIGHTS)
+    # op type -> input ports that must be initializers: what computes them folds (--for)
+    initializer_inputs: Mapping[str, Sequence[int]] = field(default_factory=dict)
 
 
 def parse_input_shape(text: str) -> tuple[str, list[int]]:
@@ -132,18 +138,27 @@ activations to int8 (0.55-0.7% off float32, where Cast -> Mul folds to float and
 
 def for_toolchain(options: OptimizeOptions, model: Model) -> OptimizeOptions:
     """The options with ``options.toolchain``'s profile applied to this model: its opset,
-    pinned defaults, float weights; an error when it needs static shapes the model and
-    --input-shape do not give."""
+    pinned defaults, float weights, inputs read from initializers alone; an error when it
+    needs static shapes the model and --input-shape do not give."""
     if options.toolchain is None:
         return options
     p = toolchains.profile(options.toolchain)
     toolchains.check_static_shapes(p, model, options.input_shapes)
     return replace(
         options,
-        opset=toolchains.choose_opset(p, model, options.opset),
+        opset=toolchains.choose_opset(p, model, options.opset, lowers=_lowers),
         pin_defaults=options.pin_defaults or p.pin_defaults,
         weights=p.weights if options.weights == "as-is" else options.weights,
+        initializer_inputs={**p.initializer_inputs, **options.initializer_inputs},
     )
+
+
+def _lowers(op_type: str) -> bool:
+    """The conversion writes ``op_type`` in older ops below the opset that introduced it (an
+    adapter down from its first version: Gelu-20, LayerNormalization-17; none for
+    DequantizeLinear-10)."""
+    versions = schemas.schema_versions(op_type)
+    return bool(versions) and find_adapter(op_type, versions[0], versions[0] - 1) is not None
 
 
 def _weight_dequantization(op: Op) -> bool | None:
@@ -163,6 +178,48 @@ def _weight_dequantization(op: Op) -> bool | None:
     return (source.kind in "iu" and target.kind == "f") or None
 
 
+FEEDS_DEPTH = 4
+"""How many ops on from a folded op an input of ``initializer_inputs`` may be (a weight
+generated, reshaped, transposed, scaled)."""
+
+
+def _feeds(op: Op, ports: Mapping[str, Sequence[int]], depth: int = FEEDS_DEPTH) -> bool:
+    """An output of ``op`` is read at one of ``ports`` (op type -> input indices), or is read
+    by an op that is, within ``depth`` ops."""
+    if depth <= 0:
+        return False
+    for value in op._outputs:
+        graph = None if value is None else value.graph
+        if value is None or graph is None:
+            continue
+        for reader, port in graph.consumers(value):
+            if port in ports.get(reader.op_type, ()) and reader.domain in ("", "ai.onnx"):
+                return True
+            if _feeds(reader, ports, depth - 1):
+                return True
+    return False
+
+
+def _should_fold(options: OptimizeOptions) -> Any:
+    """fold-constants' should_fold for these options: integer weights under weights="float"
+    (``_weight_dequantization``), and whatever computes an input of ``initializer_inputs``
+    from constants, whatever its size (a converter that reads it from an initializer fails
+    on anything else; where the chain cannot fold at all, it fails either way)."""
+    ports = options.initializer_inputs
+    dequantize = options.weights == "float"
+
+    def decide(op: Op) -> bool | None:
+        if dequantize and _weight_dequantization(op):
+            return True
+        if not ports or op.domain not in ("", "ai.onnx") or any(True for _ in op.subgraphs()):
+            return None
+        if op.op_type in NONDETERMINISTIC or op.op_type in QUANTIZATION:
+            return None  # only the size limit is lifted
+        return True if _feeds(op, ports) else None
+
+    return decide
+
+
 def pipeline(options: OptimizeOptions, *, instruments: Sequence[Any] = ()) -> Any:
     """The PassManager `optimize` runs for these options (``instruments`` watch the passes:
     the command line's progress display)."""
@@ -172,9 +229,9 @@ def pipeline(options: OptimizeOptions, *, instruments: Sequence[Any] = ()) -> An
     if options.weights not in WEIGHTS:
         raise OnnxForgeError(f"weights {options.weights!r}: one of {', '.join(WEIGHTS)}")
     first: list[Any] = [FoldConstantsPass(**limit)]
-    if options.weights == "float":
-        first = [FoldConstantsPass(**limit, should_fold=_weight_dequantization)]
-    elif options.weights == "dequantize-linear":
+    if options.weights == "float" or options.initializer_inputs:
+        first = [FoldConstantsPass(**limit, should_fold=_should_fold(options))]
+    if options.weights == "dequantize-linear":
         # before folding, which could spend its growth budget turning the small ones into
         # float weights four times larger (DequantizeLinear itself is never folded)
         first = [FuseDequantizeLinearPass(), *first]
