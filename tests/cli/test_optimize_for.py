@@ -1,7 +1,8 @@
 """`onnxforge optimize --for TOOLCHAIN` and `passes --for`: each profile on a small generated
 model (the output computes what the original does on onnxruntime, and on OpenVINO and MNN for
-their profiles), the opset a profile picks, pinned defaults, static shapes asked for by name, and
-integer weights as DequantizeLinear or folded to float as the profile says."""
+their profiles), the opset a profile picks, pinned defaults, static shapes asked for by name,
+integer weights as DequantizeLinear or folded to float as the profile says, and weights the
+converter reads from initializers alone folded whatever their size."""
 
 from __future__ import annotations
 
@@ -69,6 +70,56 @@ def _int8_matmul(opset: int = 17) -> onnx.ModelProto:
         ],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def _generated_conv() -> onnx.ModelProto:
+    """The zoo's light_resnet50.onnx in small (IR 3): the Conv weight is
+    ConstantOfShape(w_shape) of a [16, 3, 3, 3] shape listed as a graph input, 1.7 KB made
+    (over the fold limit)."""
+    graph = helper.make_graph(
+        [
+            helper.make_node(
+                "ConstantOfShape",
+                ["w_shape"],
+                ["w"],
+                value=numpy_helper.from_array(np.array([0.02], np.float32)),
+            ),
+            helper.make_node("Conv", ["x", "w"], ["y"]),
+        ],
+        "light",
+        [
+            helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8]),
+            helper.make_tensor_value_info("w_shape", onnx.TensorProto.INT64, [4]),
+        ],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(np.array([16, 3, 3, 3], np.int64), "w_shape")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)], ir_version=3)
+
+
+def _quantized(activations: bool) -> onnx.ModelProto:
+    """x @ DequantizeLinear(int8 W) at opset 17; with ``activations`` x is quantized too
+    (QuantizeLinear -> DequantizeLinear, sscd's QDQ form)."""
+    nodes = [
+        helper.make_node("DequantizeLinear", ["wq", "scale"], ["w"]),
+        helper.make_node("MatMul", ["xd" if activations else "x", "w"], ["y"]),
+    ]
+    if activations:
+        nodes[:0] = [
+            helper.make_node("QuantizeLinear", ["x", "scale"], ["xq"]),
+            helper.make_node("DequantizeLinear", ["xq", "scale"], ["xd"]),
+        ]
+    graph = helper.make_graph(
+        nodes,
+        "q",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 16])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        initializer=[
+            numpy_helper.from_array(RNG.integers(-127, 127, (16, 8)).astype(np.int8), "wq"),
+            numpy_helper.from_array(np.array(0.02, np.float32), "scale"),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 def _run(proto: onnx.ModelProto | Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -192,6 +243,50 @@ def test_int8_weights_stay_integer_or_become_float_as_the_toolchain_computes_the
     np.testing.assert_allclose(_run(out, feeds)[0], want, rtol=1e-6, atol=1e-6)
 
 
+def test_a_generated_conv_weight_becomes_an_initializer_for_torch(tmp_path: Path) -> None:
+    """onnx2torch reads a Conv's W from graph.initializers ("KeyError: 'gpu_0/conv1_w_0'")."""
+    proto = _generated_conv()
+    feeds = {"x": RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    (want,) = _run(proto, feeds)
+    out, result = _optimize(tmp_path, proto, "--pin-defaults")
+    assert result.exit_code == 0, result.output
+    assert [n.op_type for n in onnx.load(out).graph.node] == ["ConstantOfShape", "Conv"]
+    out, result = _optimize(tmp_path, proto, "--for", "torch")
+    assert result.exit_code == 0, result.output
+    written = onnx.load(out)
+    assert [i.name for i in written.graph.input] == ["x"]
+    (conv,) = written.graph.node
+    assert conv.op_type == "Conv"
+    (weight,) = [t for t in written.graph.initializer if t.name == conv.input[1]]
+    array = numpy_helper.to_array(weight)
+    assert array.shape == (16, 3, 3, 3)
+    assert np.all(array == np.float32(0.02))
+    np.testing.assert_allclose(_run(out, feeds)[0], want, rtol=1e-6, atol=1e-6)
+
+
+def test_torch_keeps_the_opset_where_weight_dequantization_folds(tmp_path: Path) -> None:
+    """DequantizeLinear has no converter in onnx2torch and no opset below 10: a weight's one
+    folds under weights=float, so opset 17 stays; one of an activation has nowhere to go."""
+    proto = _quantized(activations=False)
+    feeds = {"x": RNG.standard_normal((2, 16)).astype(np.float32)}
+    plain = ort.SessionOptions()  # no MatMulNBits rewrite, which rounds x to int8
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(
+        proto.SerializeToString(), plain, providers=["CPUExecutionProvider"]
+    )
+    (want,) = session.run(None, feeds)
+    out, result = _optimize(tmp_path, proto, "--for", "torch")
+    assert result.exit_code == 0, result.output
+    written = onnx.load(out)
+    assert [(o.domain, o.version) for o in written.opset_import] == [("", 17)]
+    assert [n.op_type for n in written.graph.node] == ["MatMul"]
+    np.testing.assert_allclose(_run(out, feeds)[0], want, rtol=1e-6, atol=1e-6)
+    out, result = _optimize(tmp_path, _quantized(activations=True), "--for", "torch")
+    assert result.exit_code == 1
+    assert "torch has no converter for DequantizeLinear-13, QuantizeLinear-13" in result.stderr
+    assert "does not exist at opset 9" not in result.stderr
+
+
 def test_opset_out_of_a_profile_range_and_unknown_toolchains_are_refused(tmp_path: Path) -> None:
     out, result = _optimize(tmp_path, _cnn(), "--for", "torch", "--opset", "22")
     assert result.exit_code == 1
@@ -209,6 +304,7 @@ def test_passes_for_lists_what_the_profile_changes() -> None:
     changes = " ".join(data["toolchain"]["changes"])
     assert "opset in 9..21" in changes and "float weights" in changes
     assert "pins initializers" in changes
+    assert "folds weights computed from constants for Conv, ConvTranspose" in changes
     result = runner.invoke(app, ["passes", "--for", "ncnn"])
     assert result.exit_code == 0
     assert "needs a static shape for every input" in result.stdout

@@ -1,5 +1,6 @@
 """remove-default-inputs: zero initial states and zero biases are omitted, since that is
-what their absence means; non-zero ones and required inputs stay."""
+what their absence means; non-zero ones and required inputs stay. Reshape's allowzero=1
+goes where the shape is a constant without a 0."""
 
 from __future__ import annotations
 
@@ -75,3 +76,31 @@ def test_a_zero_gemm_c_goes_from_opset_11_only() -> None:
     before = to_proto(new)
     assert _run(new) == {"inputs_removed": 1}
     assert_models_close(before, new)
+
+
+RESHAPES = """
+    g (float[N, 8, 1, 1] x, int64[2] s) => (float[N, 8] a, float[0, 4] b, float c) {
+        a = Reshape <allowzero = 1> (x, flat)
+        e = Slice(x, zero, zero, zero)
+        b = Reshape <allowzero = 1> (e, empty)
+        c = Reshape <allowzero = 1> (x, s)
+    }"""
+
+
+def test_reshape_allowzero_goes_where_the_constant_shape_has_no_zero() -> None:
+    # malvizv1's resnet18: Reshape <allowzero = 1> (mean, [-1, 512]), which onnx2torch refuses
+    model = model_from_text(
+        '<ir_version: 8, opset_import: ["" : 18]>' + RESHAPES,
+        flat=np.array([-1, 8], np.int64),
+        zero=np.array([0], np.int64),
+        empty=np.array([0, 4], np.int64),
+    )
+    before = to_proto(model)
+    assert _run(model) == {"allowzeros_removed": 1}
+    a, b, c = (model.graph.producer(v) for v in model.graph.outputs)
+    assert a.attr("allowzero") is None
+    assert b.attr("allowzero") == 1  # a 0 of the shape: an empty dim, not a copied one
+    assert c.attr("allowzero") == 1  # a shape given at run time may hold a 0
+    feeds = {"x": RNG.standard_normal((3, 8, 1, 1)).astype(np.float32)}
+    feeds["s"] = np.array([3, -1], np.int64)
+    assert_models_close(before, model, feeds)
