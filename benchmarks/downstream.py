@@ -4,6 +4,7 @@ onnxforge's output, converted by downstream toolchains and run on the same input
     python benchmarks/downstream.py setup [--toolchains a,b]
     python benchmarks/downstream.py run [--models GLOB,...] [--toolchains a,b] [--limit N]
                                         [--jobs N] [--timeout S] [--mem-limit GiB] [--force]
+                                        [--variants a,b]
                                         [--out benchmarks/results/downstream.md]
     python benchmarks/downstream.py report [--out benchmarks/results/downstream.md]
 
@@ -1093,6 +1094,8 @@ def run(args: argparse.Namespace) -> None:
             print(f"{t}: set up in {record['seconds']:.0f} s", file=sys.stderr)
     chosen = [t for t in chosen if meta["toolchains"][t].get("ok")]
     variants = [v for v in VARIANTS if v != "onnxforge --for" or _has_for()]
+    if args.variants:  # the others' cells stay as the json holds them
+        variants = [v for v in variants if v in args.variants.split(",")]
     cache = Path(os.environ.get("ONNXFORGE_WILD_DIR", "~/.cache/onnxforge/wild")).expanduser()
     every = models(cache)
     globs = [g for g in args.models.split(",") if g]
@@ -1199,6 +1202,9 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per child process")
     p.add_argument("--mem-limit", type=float, default=8.0, help="GiB of address space per child")
     p.add_argument("--force", action="store_true", help="rerun the cells the json holds")
+    p.add_argument("--variants", default="",
+                   help="a,b of " + ", ".join(VARIANTS) + " (default: all); with --force, "
+                   "the onnxforge ones alone remeasure a code change")  # fmt: skip
     p.add_argument("--subset", default="", help="a sentence for the report: which models")
     p.add_argument("--data", type=Path, default=DATA)
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
