@@ -46,6 +46,9 @@ class EliminateIdentityPass(Pass):
        the dim or the dtype's max); Pad of all-zero pads.
     5. x + 0, x - 0, x * 1, 1 * x, x / 1 with a constant that changes neither the shape nor
        the dtype (x + 0 turns -0.0 into +0.0: equal, as == and onnxruntime's fusions see it).
+    6. Concat of one input. Inputs whose static size along the axis is 0 add nothing and are
+       dropped first (the first stays when all are): ncnn has no empty blobs, and pnnx writes
+       a constant empty part as a MemoryData that ncnn fails to load.
 
     The graph-output rule of ``_rewrite.bypass`` applies: an op whose output is a graph output
     and whose input is a graph input, initializer or another output stays.
@@ -67,16 +70,18 @@ class EliminateIdentityPass(Pass):
                     version = since(op, opset)
                     if check is None or version is None or op._graph is not graph:
                         continue
+                    label = node_label(op)
+                    if op.op_type == "Concat" and _drop_empty_parts(graph, op, version):
+                        result.note("dropped.Concat_inputs", label)
                     source = check(graph, op, version)
                     if source is None:
                         continue
-                    label = node_label(op)
                     if bypass(graph, op, source):
                         result.note(f"removed.{op.op_type}", label)
                     else:
                         result.note("kept.graph_output", label)
         refresh_captures(model)
-        result.modified = any(stat.startswith("removed.") for stat in result.stats)
+        result.modified = any(stat.startswith(("removed.", "dropped.")) for stat in result.stats)
         return result
 
 
@@ -234,6 +239,36 @@ def _arith(graph: Graph, op: Op, version: int) -> Value | None:
     return None
 
 
+def _drop_empty_parts(graph: Graph, op: Op, version: int) -> int:
+    """Case 6: drop the inputs empty along the axis; how many went."""
+    parts = list(op._inputs)
+    rank = next((len(s) for s in map(shape_of, parts) if s is not None), None)
+    axis = op.attr("axis", 1 if version < 4 else None)
+    if rank is None or not isinstance(axis, int) or not -rank <= axis < rank:
+        return 0
+    axis %= rank
+
+    def empty(value: Value | None) -> bool:
+        shape = shape_of(value)
+        dim = shape[axis] if shape is not None and len(shape) == rank else None
+        return isinstance(dim, int) and dim == 0
+
+    kept = [v for v in parts if v is not None and not empty(v)] or parts[:1]
+    if len(kept) == len(parts):
+        return 0
+    for port in range(len(parts)):
+        graph.set_input(op, port, None)
+    del op._inputs[len(kept) :]
+    for port, value in enumerate(kept):
+        graph.set_input(op, port, value)
+    graph.touch(op)
+    return len(parts) - len(kept)
+
+
+def _concat(graph: Graph, op: Op, version: int) -> Value | None:
+    return op._inputs[0] if len(op._inputs) == 1 else None
+
+
 CHECKS: dict[str, Check] = {
     "Identity": _identity,
     "Dropout": _dropout,
@@ -248,5 +283,6 @@ CHECKS: dict[str, Check] = {
     "Transpose": _transpose,
     "Slice": _slice,
     "Pad": _pad,
+    "Concat": _concat,
     **dict.fromkeys(NEUTRAL, _arith),
 }

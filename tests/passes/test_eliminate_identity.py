@@ -305,3 +305,68 @@ def test_optimized_model_computes_the_same_on_onnxruntime() -> None:
     assert sum(_run(model).values()) == 6
     assert _ops(model) == ["Constant", "Constant", "Tanh"]
     assert_models_close(before, model)
+
+
+def test_a_concat_with_an_empty_part_computed_from_the_batch_goes() -> None:
+    """brainmaze's spindle detector: pnnx writes the empty part as a (2, 0, 1) MemoryData
+    that ncnn cannot load."""
+    model = model_from_text(
+        HEADER
+        + """
+    g (float[N, 5, 1] x) => (float[N, 5, 1] y) {
+        r = Relu(x)
+        s = Shape(x)
+        n = Gather <axis = 0> (s, zero)
+        u = Unsqueeze(n, axes)
+        t = Concat <axis = 0> (u, axes, one)
+        c = ConstantOfShape(t)
+        e = Mul(c, big)
+        y = Concat <axis = 1> (r, e)
+    }""",
+        zero=np.array(0, dtype=np.int64),
+        axes=np.array([0], dtype=np.int64),
+        one=np.array([1], dtype=np.int64),
+        big=np.array(-1e9, dtype=np.float32),
+    )
+    before = to_proto(model)
+    assert _run(model) == {"dropped.Concat_inputs": 1, "removed.Concat": 1}
+    assert model.graph.producer(model.graph.outputs[0]).op_type == "Relu"
+    assert model.graph.outputs[0].name == "y"
+    (mul,) = [op for op in model.graph.ops if op.op_type == "Mul"]
+    assert not model.graph.is_used(mul._outputs[0])  # left for eliminate-dead-code
+    assert_models_close(before, model)
+
+
+def test_empty_parts_of_a_concat_are_dropped_and_the_rest_stays() -> None:
+    model = model_from_text(
+        HEADER
+        + """
+    g (float[2, 3] a, float[2, 0] e, float[2, 4] b, float[2, N] s) => (float[2, ?] y) {
+        y = Concat <axis = -1> (a, e, b, e, s)
+    }"""
+    )
+    feeds = {
+        "a": np.ones((2, 3), np.float32),
+        "e": np.zeros((2, 0), np.float32),
+        "b": np.full((2, 4), 2, np.float32),
+        "s": np.full((2, 5), 3, np.float32),
+    }
+    before = to_proto(model)
+    assert _run(model) == {"dropped.Concat_inputs": 1}
+    (concat,) = model.graph.ops
+    assert [v.name for v in concat._inputs] == ["a", "b", "s"]
+    assert_models_close(before, model, feeds)
+
+
+def test_a_concat_of_only_empty_parts_keeps_the_first() -> None:
+    model = model_from_text(
+        HEADER
+        + """
+    g (float[0, 3] x, float[0, 3] z) => (float[0, 3] y) {
+        r = Relu(x)
+        y = Concat <axis = 0> (r, z)
+    }"""
+    )
+    assert _run(model) == {"dropped.Concat_inputs": 1, "removed.Concat": 1}
+    assert _ops(model) == ["Relu"]
+    assert model.graph.ops[0]._inputs[0] is model.graph.inputs[0]

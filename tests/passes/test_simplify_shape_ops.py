@@ -304,6 +304,7 @@ def test_a_computed_reshape_target_known_but_for_symbols_becomes_constant(
         ),
         ("GRU <hidden_size = 4> (x, w, r)", "s = Squeeze(y, one)", "Squeeze"),
     ],
+    ids=["lstm-transpose-reshape", "gru-squeeze"],
 )
 def test_the_op_laying_out_a_recurrent_output_stays_before_a_reshape(
     recurrent: str, layout: str, first: str
