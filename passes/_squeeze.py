@@ -12,9 +12,11 @@ __all__ = [
     "squeeze_pair",
 ]
 
+from collections.abc import Callable
+
 import numpy as np
 
-from onnxforge.ir import Graph, Op, Tensor
+from onnxforge.ir import Graph, Op, Tensor, Value
 from onnxforge.passes._rewrite import (
     bypass,
     constant,
@@ -94,17 +96,22 @@ def nth_kept(n: int, removed: tuple[int, ...]) -> int:
     return i
 
 
-def squeeze_chain(graph: Graph, op: Op, version: int, opset: int) -> bool:
+def squeeze_chain(
+    graph: Graph, op: Op, version: int, opset: int, *, stays: Callable[[Graph, Value], bool]
+) -> bool:
     """Squeeze(Squeeze(x, a), b): the second op reads x with the axes combined (non-negative,
     sorted). Unsqueeze chains stay as they are: pnnx lowers a multi-axis Unsqueeze that adds
     the batch axis to ncnn with the other axes misplaced, and ncnn then fails (-100) on the
-    Conv after it (madmom's CNNs: the original converts, the merged form does not)."""
+    Conv after it (madmom's CNNs: the original converts, the merged form does not). Nor when
+    ``stays(graph, x)``: the first Squeeze is a layout a converter matches (an LSTM's Y)."""
     if op.op_type != "Squeeze":
         return False
     first = producer_of(graph, op._inputs[0], {op.op_type})
     if first is None or first._inputs[0] is None:
         return False
     x = first._inputs[0]
+    if stays(graph, x):
+        return False
     shape = shape_of(x)
     rank = None if shape is None else len(shape)
     a, b = raw_axes(first, opset), raw_axes(op, opset)

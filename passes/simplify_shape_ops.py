@@ -60,7 +60,8 @@ class SimplifyShapeOpsPass(Pass):
     4. Unsqueeze(Squeeze(x, a), a) and Squeeze(Unsqueeze(x, a), a) become x (axes compared
        after normalizing negative ones; a Squeeze without axes needs a static shape).
        Squeeze(Squeeze(x, a), b) becomes one Squeeze with the axes combined; the first op
-       stays for its other readers. Unsqueeze chains stay (pnnx misconverts the merged one).
+       stays for its other readers; not when the first lays out a recurrent Y (as case 2).
+       Unsqueeze chains stay (pnnx misconverts the merged one).
     5. Integer values whose elements inference knows symbolically and which are equal
        (Shape of two tensors that are both [N, 4, 197, 64], the Slices of those) are one:
        readers of the later value read the earlier. Not inside Loop and Scan bodies, whose
@@ -106,7 +107,9 @@ class SimplifyShapeOpsPass(Pass):
                     elif op.op_type in ("Squeeze", "Unsqueeze"):
                         if squeeze_pair(graph, op, opset):
                             result.note("squeeze_pairs_removed", label)
-                        elif squeeze_chain(graph, op, version, opset):
+                        elif squeeze_chain(
+                            graph, op, version, opset, stays=_lays_out_recurrent_output
+                        ):
                             result.note("squeezes_merged", label)
         refresh_captures(model)
         result.modified = bool(result.stats)

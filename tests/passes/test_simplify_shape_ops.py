@@ -357,3 +357,27 @@ def test_a_reshape_after_a_recurrent_state_output_still_merges() -> None:
     assert _run(model) == {"reshapes_merged": 1}
     assert _ops(model) == ["GRU", "Reshape"]
     assert_models_close(before, model)
+
+
+def test_the_squeeze_laying_out_a_recurrent_output_stays_out_of_a_squeeze_chain() -> None:
+    """Y -> Squeeze(1) is what pnnx matches for nn.GRU; a batch-1 export squeezes once more."""
+    rng = np.random.default_rng(0)
+    model = model_from_text(
+        HEADER
+        + """
+    g (float[3, 1, 2] x, float[2, 1, 1] v) => (float[3, 4] z, float[2] u) {
+        y = GRU <hidden_size = 4> (x, w, r)
+        s = Squeeze(y, one)
+        z = Squeeze(s, one)
+        a = Squeeze(v, one)
+        u = Squeeze(a, one)
+    }""",
+        w=rng.standard_normal((1, 12, 2)).astype(np.float32),
+        r=rng.standard_normal((1, 12, 4)).astype(np.float32),
+        one=np.array([1], dtype=np.int64),
+    )
+    before = to_proto(model)
+    assert _run(model) == {"squeezes_merged": 1}  # v's chain, not y's
+    squeezes = [op for op in model.graph.ops if op.op_type == "Squeeze"]
+    assert len(squeezes) == 3
+    assert_models_close(before, model)
