@@ -139,13 +139,15 @@ activations to int8 (0.55-0.7% off float32, where Cast -> Mul folds to float and
 def for_toolchain(options: OptimizeOptions, model: Model) -> OptimizeOptions:
     """The options with ``options.toolchain``'s profile applied to this model: its opset,
     pinned defaults, float weights, inputs read from initializers alone; an error when it
-    needs static shapes the model and --input-shape do not give."""
+    needs static shapes the model and --input-shape do not give. The result names no
+    toolchain, so that optimize_model does not apply it again after the command line did."""
     if options.toolchain is None:
         return options
     p = toolchains.profile(options.toolchain)
     toolchains.check_static_shapes(p, model, options.input_shapes)
     return replace(
         options,
+        toolchain=None,
         opset=toolchains.choose_opset(p, model, options.opset, lowers=_lowers),
         pin_defaults=options.pin_defaults or p.pin_defaults,
         weights=p.weights if options.weights == "as-is" else options.weights,
