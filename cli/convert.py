@@ -1,4 +1,5 @@
-"""`onnxforge convert MODEL --opset N -o OUT`: bring every node to another opset, up or down."""
+"""`onnxforge convert MODEL --opset N -o OUT`: bring every node to another opset, up or down;
+`--dtype float16|bfloat16|float32` converts its precision, `--weights float16` its weights."""
 
 from __future__ import annotations
 
@@ -41,8 +42,18 @@ from onnxforge.cli._app import (
 from onnxforge.cli._progress import LONG_WRITE, PassProgress, long_graph, progress
 from onnxforge.errors import AdapterError
 from onnxforge.io import write
-from onnxforge.passes import PassManager, ReplaceStaleTypesPass
+from onnxforge.passes import (
+    ConvertPrecisionPass,
+    Pass,
+    PassManager,
+    PassResult,
+    ReplaceStaleTypesPass,
+)
 from onnxforge.passes.convert import ConvertOpsetPass, PlannedStep
+from onnxforge.passes.convert_precision import DTYPES, HALVES
+
+WEIGHT_DTYPES = tuple(k for k, v in DTYPES.items() if v in HALVES)
+"""What --weights stores float32 weights as."""
 
 
 @command(
@@ -51,20 +62,54 @@ from onnxforge.passes.convert import ConvertOpsetPass, PlannedStep
         "onnxforge convert model.onnx --opset 13 --dry-run",
         "onnxforge convert - --opset 18 -o - < model.onnx > model.op18.onnx",
         "onnxforge convert model.onnx --opset 11 --allow-cast --in-place --json -",
+        "onnxforge convert model.onnx --dtype float16 -o model.fp16.onnx",
+        "onnxforge convert model.onnx --weights float16 -o model.small.onnx",
     ]
 )
 def convert(
     model: ModelArg,
     *,
     opset: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--opset",
             metavar="N",
-            help="The default-domain opset to reach. Required.",
+            help="The default-domain opset to reach. Default: the model's (then --dtype or "
+            "--weights is required).",
             show_default=False,
         ),
-    ],
+    ] = None,
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--dtype",
+            metavar="TYPE",
+            help="Compute in float16 or bfloat16 where each op's schema allows it (the rest "
+            "stays float32 behind Casts), or turn a half model back to float32. "
+            "Default: the model's.",
+            show_default=False,
+        ),
+    ] = None,
+    keep_io_types: Annotated[
+        bool,
+        typer.Option(
+            "--keep-io-types/--no-keep-io-types",
+            help="With --dtype: graph inputs and outputs keep their type (Casts at the edges); "
+            "--no-keep-io-types retypes them. Default: keep.",
+            show_default=False,
+        ),
+    ] = True,
+    weights_as: Annotated[
+        str | None,
+        typer.Option(
+            "--weights",
+            metavar="TYPE",
+            help="Store float32 weights as float16 (or bfloat16) behind one Cast to float32 "
+            "each: the file shrinks by about half and every op still computes in float32. "
+            "Default: as they are.",
+            show_default=False,
+        ),
+    ] = None,
     output: OutputOption = None,
     in_place: InPlace = False,
     durable: Durable = False,
@@ -82,13 +127,19 @@ def convert(
     as_json: Json = None,
     quiet: Quiet = False,
 ) -> None:
-    """Convert MODEL to --opset, one opset step at a time, up or down.
+    """Convert MODEL to --opset, one opset step at a time, up or down; and/or to --dtype.
 
     Each node whose schema changes on a step goes through an adapter, or is kept when it is
     still valid and means the same. A node that cannot be converted blocks: every blocking node
     is listed (op, node name, versions, reason), the exit code is 1 and nothing is written.
     The result's ir_version is the lowest the target opset needs. --dry-run lists each node's
     steps (adapter or "automatic", or the problem) and writes nothing.
+
+    --dtype float16|bfloat16 (after --opset) converts float32 values, weights and Cast targets
+    where the op version's type constraints allow the half type; an input that does not take
+    it (Resize's scales) and an op that has no such version stays float32 behind one Cast,
+    mask fills float16 cannot hold are clamped to its lowest value, and an op whose epsilon it
+    cannot hold stays float32 (both listed). --dtype float32 turns a half model back.
     """
     name = model_name(model)
     with fail_on_errors(name):
@@ -96,6 +147,7 @@ def convert(
             raise typer.BadParameter("required unless --dry-run or --in-place", param_hint="'-o'")
         if in_place and dry_run:
             raise typer.BadParameter("--dry-run writes nothing", param_hint="'--in-place'")
+        _check_options(opset, dtype, weights_as, dry_run)
         out = None if dry_run else output_for(model, output, in_place)
         json_out = report_output(as_json, out)
         begin(quiet=quiet, report=json_out)
@@ -109,7 +161,8 @@ def convert(
             imports = loaded.opset_imports  # an ai.onnx.ml-only model imports no ai.onnx
             source_opset = imports.get("", imports.get("ai.onnx"))
             ir_before = loaded.ir_version
-            converter = ConvertOpsetPass(opset, allow_cast=allow_cast)
+            converter = None if opset is None else ConvertOpsetPass(opset, allow_cast=allow_cast)
+            precision = _precision_pass(dtype, weights_as, keep_io_types)
             start = time.perf_counter()
             stale = ReplaceStaleTypesPass(strict=strict)(loaded).details.get("stale_types", [])
             warn_stale(name, stale)
@@ -117,12 +170,13 @@ def convert(
                 "file": name,
                 "output": None if out is None else out.name,
                 "from_opset": source_opset,
-                "to_opset": opset,
+                "to_opset": source_opset if opset is None else opset,
                 "dry_run": dry_run,
                 "stale_types": len(stale),
             }
             long = long_graph(loaded)
             if dry_run:
+                assert converter is not None and opset is not None
                 with progress("planning the conversion", expected_long=long):
                     steps = converter.plan(loaded, apply=True)  # the loaded copy is discarded
                 problems = [s for s in steps if s.problem]
@@ -140,9 +194,15 @@ def convert(
                     )
                 return
             assert out is not None
-            with progress(f"converting to opset {opset}", expected_long=long) as step:
-                PassProgress(step, "converting").before_pass(converter, loaded)
-                result = converter(loaded)
+            stats: dict[str, int] = {}
+            if converter is not None:
+                with progress(f"converting to opset {opset}", expected_long=long) as step:
+                    PassProgress(step, "converting").before_pass(converter, loaded)
+                    stats = dict(converter(loaded).stats)
+            if precision is not None:
+                with progress(f"converting to {dtype or weights_as}", expected_long=long):
+                    done = precision(loaded)
+                report["precision"] = _precision_json(precision, done)
             report["seconds"] = round(time.perf_counter() - start, 4)
             weights = sum(v.const.nbytes for v in loaded.graph.initializers if v.const is not None)
             with progress(
@@ -161,18 +221,73 @@ def convert(
                         lambda m, instruments: PassManager(
                             [
                                 ReplaceStaleTypesPass(strict=strict),
-                                ConvertOpsetPass(opset, allow_cast=allow_cast),
+                                *_passes(opset, allow_cast, dtype, weights_as, keep_io_types),
                             ],
                             instruments=instruments,
                         ).run(m),
                     ),
                 )
             report["ir_version"] = {"before": ir_before, "after": loaded.ir_version}
-            report["stats"] = dict(sorted(result.stats.items()))
+            report["stats"] = dict(sorted(stats.items()))
         if json_out is not None:
             emit_json(report, json_out)
         if session.tables:
             _print_summary(report)
+
+
+def _check_options(
+    opset: int | None, dtype: str | None, weights: str | None, dry_run: bool
+) -> None:
+    """Usage errors (exit 2) before anything is read."""
+    if opset is None and dtype is None and weights is None:
+        raise typer.BadParameter("give --opset, --dtype or --weights", param_hint="'--opset'")
+    if dtype is not None and dtype not in DTYPES:
+        raise typer.BadParameter(f"one of {', '.join(DTYPES)}", param_hint="'--dtype'")
+    if weights is not None and weights not in WEIGHT_DTYPES:
+        raise typer.BadParameter(f"one of {', '.join(WEIGHT_DTYPES)}", param_hint="'--weights'")
+    if dtype is not None and weights is not None:
+        raise typer.BadParameter(
+            "--weights keeps every op in float32; --dtype changes what they compute in",
+            param_hint="'--weights'",
+        )
+    if dry_run and opset is None:
+        raise typer.BadParameter("--dry-run plans an --opset conversion", param_hint="'--opset'")
+    if dry_run and (dtype is not None or weights is not None):
+        raise typer.BadParameter("--dry-run plans --opset only", param_hint="'--dry-run'")
+
+
+def _precision_pass(
+    dtype: str | None, weights: str | None, keep_io_types: bool
+) -> ConvertPrecisionPass | None:
+    if dtype is not None:
+        return ConvertPrecisionPass(dtype, keep_io_types=keep_io_types)
+    if weights is not None:
+        return ConvertPrecisionPass(weights, weights_only=True)
+    return None
+
+
+def _passes(
+    opset: int | None, allow_cast: bool, dtype: str | None, weights: str | None, keep: bool
+) -> list[Pass]:
+    """What the command runs after replace-stale-types (the guard runs them again)."""
+    found: list[Pass] = []
+    if opset is not None:
+        found.append(ConvertOpsetPass(opset, allow_cast=allow_cast))
+    precision = _precision_pass(dtype, weights, keep)
+    if precision is not None:
+        found.append(precision)
+    return found
+
+
+def _precision_json(pass_: ConvertPrecisionPass, result: PassResult) -> dict[str, Any]:
+    return {
+        "dtype": pass_.dtype,
+        "weights_only": pass_.weights_only,
+        "keep_io_types": pass_.keep_io_types,
+        "stats": dict(sorted(result.stats.items())),
+        "kept_float32": result.details.get("kept_float32", []),
+        "constants_clamped": result.details.get("constants_clamped", []),
+    }
 
 
 def _step_json(step: PlannedStep) -> dict[str, Any]:
@@ -221,5 +336,24 @@ def _print_summary(report: dict[str, Any]) -> None:
     )
     for key, count in report["stats"].items():
         table.add_row(Text(key.removeprefix("adapted.")), str(count))
-    stderr.print(table)
+    precision = report.get("precision")
+    if report["stats"] or precision is None:
+        stderr.print(table)
+    else:
+        stderr.print(table.title)
+    if precision is not None:
+        what = "weights" if precision["weights_only"] else "values"
+        rows = Table(
+            "change",
+            "count",
+            title=Text(f"{report['output']}: {what} to {precision['dtype']}"),
+            title_justify="left",
+        )
+        for key, count in precision["stats"].items():
+            rows.add_row(Text(key), str(count))
+        stderr.print(rows)
+        for line in precision["kept_float32"]:
+            stderr.print(Text(f"kept in float32: {line}"))
+        for line in precision["constants_clamped"]:
+            stderr.print(Text(f"clamped: {line}"))
     stderr.print(f"{report['seconds']:.3f} s", markup=False)

@@ -24,6 +24,7 @@ __all__ = [
     "cleanup_passes",
     "FoldConstantsPass",
     "ConvertOpsetPass",
+    "ConvertPrecisionPass",
     "Pass",
     "PassManager",
     "PassResult",
@@ -44,6 +45,7 @@ from onnxforge.passes._infra import (
     register_pass,
 )
 from onnxforge.passes.convert import ConvertOpsetPass, convert
+from onnxforge.passes.convert_precision import ConvertPrecisionPass
 from onnxforge.passes.eliminate_common_subexpressions import EliminateCommonSubexpressionsPass
 from onnxforge.passes.eliminate_dead_code import EliminateDeadCodePass
 from onnxforge.passes.eliminate_identity import EliminateIdentityPass

@@ -30,6 +30,7 @@ from onnxforge.ir import DType, Model, Op, TensorType
 from onnxforge.kernels import NONDETERMINISTIC
 from onnxforge.passes import (
     ConvertOpsetPass,
+    ConvertPrecisionPass,
     FixedPoint,
     FoldConstantsPass,
     FuseDequantizeLinearPass,
@@ -329,11 +330,28 @@ def infer(model_or_path: Any, *, strict: bool = True) -> Any:
     return _proto(model)
 
 
-def convert(model_or_path: Any, opset: int, *, allow_cast: bool = False) -> Any:
-    """The model converted to ``opset`` (an onnx.ModelProto); AdapterError lists every node
-    that cannot be converted."""
+def convert(
+    model_or_path: Any,
+    opset: int | None = None,
+    *,
+    allow_cast: bool = False,
+    dtype: str | None = None,
+    keep_io_types: bool = True,
+    weights: str | None = None,
+) -> Any:
+    """The model converted to ``opset`` (an onnx.ModelProto), then to ``dtype`` ("float16",
+    "bfloat16", or "float32" for a half model; graph inputs and outputs keep their type with
+    ``keep_io_types``), or with its float32 weights stored as ``weights`` ("float16") behind
+    Casts; AdapterError lists every node that cannot be converted."""
+    if opset is None and dtype is None and weights is None:
+        raise OnnxForgeError("convert: give opset, dtype or weights")
     model = _model(model_or_path)
-    convert_model(model, opset, allow_cast=allow_cast)
+    if opset is not None:
+        convert_model(model, opset, allow_cast=allow_cast)
+    if dtype is not None:
+        PassManager([ConvertPrecisionPass(dtype, keep_io_types=keep_io_types)]).run(model)
+    if weights is not None:
+        PassManager([ConvertPrecisionPass(weights, weights_only=True)]).run(model)
     return _proto(model)
 
 

@@ -50,7 +50,7 @@ def test_the_order_is_optimizes_pipeline_fixed_point_flattened() -> None:
     assert rows["convert-opset"]["default"] is False and rows["convert-opset"]["when"] == "--opset"
     dequantize = rows["fuse-dequantize-linear"]
     assert dequantize["default"] is False and dequantize["when"] == "--weights"
-    optional = ("convert-opset", "fuse-dequantize-linear")
+    optional = ("convert-opset", "fuse-dequantize-linear", "convert-precision")
     assert all(row["default"] for n, row in rows.items() if n not in optional)
     fold = rows["fold-constants"]
     assert fold["fixed_point"] and "--fold-limit" in fold["options"]

@@ -1,0 +1,679 @@
+"""convert-precision: float32 to float16 or bfloat16 and back, typed by the schemas."""
+
+from __future__ import annotations
+
+__all__ = ["DTYPES", "HALVES", "MIN_WEIGHT_ELEMENTS", "ConvertPrecisionPass", "convert_array"]
+
+import functools
+import logging
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import ml_dtypes
+import numpy as np
+
+from onnxforge import opset as schemas
+from onnxforge.errors import PostconditionError, PreconditionError
+from onnxforge.ir import (
+    DType,
+    Function,
+    Graph,
+    Model,
+    Op,
+    OpaqueType,
+    Tensor,
+    TensorType,
+    Value,
+    constant_tensor,
+    walk_graphs,
+)
+from onnxforge.passes._infra import Pass, PassResult, node_label, register_pass
+from onnxforge.passes._rewrite import (
+    STANDARD_DOMAINS,
+    bypass,
+    graphs_with_opset,
+    inference,
+    refresh_captures,
+    rename,
+    since,
+)
+from onnxforge.shape_infer import infer
+
+logger = logging.getLogger(__name__)
+
+DTYPES = {"float16": DType.FLOAT16, "bfloat16": DType.BFLOAT16, "float32": DType.FLOAT}
+"""What ``dtype`` takes: the two half types, and float32 to turn a half model back."""
+HALVES = frozenset({DType.FLOAT16, DType.BFLOAT16})
+MIN_WEIGHT_ELEMENTS = 16
+"""weights_only leaves smaller initializers in float32: a Cast costs more than they save."""
+TYPE_ATTRIBUTES = ("to", "dtype")
+"""Attributes that name an op's output element type (Cast, RandomNormal, EyeLike, ...)."""
+EXACT = {DType.FLOAT16: {1, 11}, DType.BFLOAT16: {1, 11}, DType.FLOAT: {11}}
+"""Wider float types that hold every value of a type: a Cast there and back is an identity."""
+ANY, JOINT = -1, -2
+"""Wants of an input whose type parameter binds no output (Cast's input, Shape's, Resize's
+roi): it takes what comes, alone (ANY) or together with the op's other such inputs (JOINT)."""
+_NUMPY = {DType.FLOAT16: np.dtype(np.float16), DType.BFLOAT16: np.dtype(ml_dtypes.bfloat16)}
+
+
+def convert_array(array: np.ndarray, dtype: int) -> tuple[np.ndarray, int]:
+    """``array`` in ``dtype`` and how many finite values were beyond its range: those are
+    clamped to its largest finite magnitude (a -1e9 or float32-min mask fill becomes float16's
+    -65504, not -inf, so that a fully masked row stays a number); inf and NaN stay."""
+    if dtype == DType.FLOAT:
+        return np.asarray(array, dtype=np.float32), 0
+    values = np.asarray(array, dtype=np.float32)
+    limit = float(ml_dtypes.finfo(_NUMPY[DType(dtype)]).max)
+    over = np.isfinite(values) & (np.abs(values) > limit)
+    count = int(over.sum())
+    if count:
+        values = np.where(over, np.sign(values) * np.float32(limit), values)
+    return values.astype(_NUMPY[DType(dtype)]), count
+
+
+_Read = tuple[Any, Graph, Value, int]
+"""A read of a candidate value: (op, port) or ("output", index), the reader's graph, the
+value, the dtype it must have."""
+
+
+@dataclass
+class _Plan:
+    """What an op takes and makes: the wanted dtype per input port (None: untouched; ANY,
+    JOINT) and the new dtype per output port (None: untouched)."""
+
+    inputs: list[int | None]
+    outputs: list[int | None]
+    kept: str | None = None
+
+
+@dataclass
+class _Work:
+    """One conversion's state: the original dtype of every candidate value, their new
+    dtypes, and what was made (Casts and sibling constants, by value and dtype)."""
+
+    source: frozenset[int]
+    target: int
+    orig: dict[Value, int] = field(default_factory=dict)
+    dtypes: dict[Value, int | None] = field(default_factory=dict)
+    final: dict[Value, int] = field(default_factory=dict)
+    plans: dict[Op, _Plan] = field(default_factory=dict)
+    made: dict[tuple[Graph, Value, int], Value] = field(default_factory=dict)
+    created: set[Op] = field(default_factory=set)
+    in_function: set[Graph] = field(default_factory=set)
+    opsets: dict[Graph, int] = field(default_factory=dict)
+    weight_inputs: set[Value] = field(default_factory=set)
+    """Initializers listed as inputs of an IR < 4 model (all were): weights, not inputs."""
+    main: Graph | None = None
+
+    def constant(self, value: Value) -> bool:
+        """An initializer a caller cannot override, or a Constant's output."""
+        graph = value.graph
+        if graph is None:
+            return False
+        if isinstance(value.const, Tensor):
+            return value not in graph.inputs or value in self.weight_inputs
+        op = graph.producer(value)
+        return op is not None and op.op_type == "Constant" and constant_tensor(op) is not None
+
+    def now(self, value: Value) -> int | None:
+        """The value's dtype as converted so far."""
+        return self.final.get(value, self.dtypes.get(value))
+
+
+@register_pass
+class ConvertPrecisionPass(Pass):
+    """Convert a float32 model to float16 or bfloat16 (``dtype``), or a half model back to
+    float32, so that every node is valid under its op version's type constraints.
+
+    1. Each op computes in the new type where its schema allows it for every float value it
+       binds (checked with ``opset.node_problem``); an input whose formal parameter does not
+       (Resize's ``scales``) keeps its type, and an op with no such version at the model's
+       opset (bfloat16 before opset 13, Range in float16) stays as it is. An input whose type
+       parameter binds no output (Cast's, Shape's, Resize's roi) takes what comes.
+    2. An op whose ``epsilon`` the new type cannot hold (1e-12 in float16) stays in float32:
+       noted as ``kept_float32`` with the reason, as are the ops of case 1 that stay.
+    3. Constants (initializers, Constant, ConstantOfShape values) are converted, clamped to
+       the type's finite range (``constants_clamped``); a constant read in both types gets a
+       sibling holding the other, never a Cast. Cast ``to`` and ``dtype`` attributes follow.
+    4. Where a value's new type differs from what a reader takes, one Cast per value and type
+       is added beside the value (in the body for a body output). Graph inputs and outputs
+       keep their type with ``keep_io_types`` (the outputs' names too).
+    5. If/Loop/Scan bodies take their op's types at their interface; a model-local function
+       computes in the new type (typed from its first call); captured values keep the outer
+       graph's type.
+    6. Casts the conversion made into identities, a Cast that undoes an exact one before it,
+       and a Cast of a float constant are removed or folded.
+
+    ``weights_only``: float32 initializers (and Constant values) of at least ``min_elements``
+    are stored in ``dtype`` behind one Cast to float32 each: every op still computes in
+    float32, and the file shrinks by about half.
+    """
+
+    name: ClassVar[str] = "convert-precision"
+    summary: ClassVar[str] = (
+        "Convert float32 to float16/bfloat16 (or back) where each op's type constraints allow."
+    )
+
+    def __init__(
+        self,
+        dtype: str = "float16",
+        *,
+        keep_io_types: bool = True,
+        weights_only: bool = False,
+        min_elements: int = MIN_WEIGHT_ELEMENTS,
+    ) -> None:
+        if dtype not in DTYPES:
+            raise PreconditionError(f"dtype {dtype!r}: one of {', '.join(DTYPES)}")
+        if weights_only and DTYPES[dtype] not in HALVES:
+            raise PreconditionError("weights_only stores weights in float16 or bfloat16")
+        self.dtype = dtype
+        self.keep_io_types = keep_io_types
+        self.weights_only = weights_only
+        self.min_elements = min_elements
+        self._errors_before = 0
+
+    def call(self, model: Model) -> PassResult:
+        result = PassResult(model)
+        target = DTYPES[self.dtype]
+        if self.weights_only:
+            self._compress_weights(model, target, result)
+        else:
+            self._convert(model, target, result)
+            refresh_captures(model)
+        result.modified = any(k != "kept_float32" for k in result.stats)
+        return result
+
+    def ensures(self, model: Model) -> None:
+        """The conversion is type-correct: inference finds no error the model did not have."""
+        if self.weights_only:
+            return
+        declared = {v: v.type for g in model.graphs() for v in g.values() if v._graph is g}
+        errors = inference(model).errors
+        for value, t in declared.items():
+            value.type = t
+        if len(errors) > self._errors_before:
+            raise PostconditionError(
+                "convert-precision left type errors: " + "; ".join(map(str, errors[:5]))
+            )
+
+    # -- weights only ------------------------------------------------------------------------
+    def _compress_weights(self, model: Model, target: int, result: PassResult) -> None:
+        bodies = {g for f in model.functions for g in walk_graphs(f.graph)}
+        for graph, opset in graphs_with_opset(model):
+            if graph in bodies:
+                continue  # a function has no initializers; its constants are its calls' own
+            found = [v for v in graph.initializers if v not in graph.inputs]
+            found += [o._outputs[0] for o in graph.ops if o.op_type == "Constant"]
+            for value in found:
+                tensor = _tensor_of(graph, value)
+                if tensor is None or tensor.dtype != DType.FLOAT:
+                    continue
+                if tensor.size < self.min_elements or not graph.is_used(value):
+                    continue
+                problem = _problem(
+                    "Cast", "", opset=opset, attrs=frozenset({"to"}), inputs=(target,),
+                    outputs=(DType.FLOAT,),
+                )  # fmt: skip
+                if problem is not None:
+                    raise PreconditionError(
+                        f"weight {value.name!r} cannot be stored as {_name(target)} behind a "
+                        f"Cast at opset {opset}: {problem}"
+                    )
+                array, clamped = convert_array(tensor.numpy(), target)
+                if clamped:
+                    result.note("constants_clamped", f"{value.name}: {clamped} value(s)")
+                half = graph.add_initializer(
+                    graph.fresh_name(f"{value.name}_{_name(target)}"),
+                    Tensor.from_numpy(array, target),
+                )
+                cast = graph.add_op("Cast", [half], to=int(DType.FLOAT))
+                out = cast._outputs[0]
+                assert out is not None
+                graph.replace_all_uses(value, out)
+                name, declared = value.name, value.type
+                producer = graph.producer(value)
+                if producer is not None:
+                    graph.remove_op(producer)
+                else:
+                    graph.remove_initializer(value)
+                rename(out, name)
+                if out in graph.outputs:
+                    out.type = declared or TensorType(DType.FLOAT, tensor.shape)
+                result.note("weights_compressed", name)
+
+    # -- conversion ---------------------------------------------------------------------------
+    def _convert(self, model: Model, target: int, result: PassResult) -> None:
+        source = frozenset(HALVES if target == DType.FLOAT else {DType.FLOAT})
+        work = _Work(source, target, main=model.graph)
+        declared = {v: v.type for g in model.graphs() for v in g.values() if v._graph is g}
+        self._errors_before = len(inference(model).errors)
+        if model.ir_version < 4:
+            work.weight_inputs = {v for v in model.graph.inputs if v.const is not None}
+        for graph in model.graphs():
+            for value in graph.values():
+                if value._graph is graph:
+                    work.dtypes[value] = _dtype(value)
+        for fn in model.functions:
+            work.in_function.update(walk_graphs(fn.graph))
+            self._type_function(model, fn, work)
+        for value, dtype in work.dtypes.items():
+            if dtype in source and not isinstance(value.type, OpaqueType):
+                work.orig[value] = dtype
+        functions = {f.key for f in model.functions}
+        graphs = list(graphs_with_opset(model))
+        for graph, opset in graphs:
+            work.opsets[graph] = opset
+            for op in graph.ops:
+                plan = self._plan(op, opset, work, functions)
+                if plan is not None:
+                    work.plans[op] = plan
+                    if plan.kept:
+                        result.note("kept_float32", f"{node_label(op)}: {plan.kept}")
+        self._assign(model, work)
+        readers = self._readers(model, work)
+        self._choose_constants(model, work, readers, result)
+        for graph, _ in graphs:
+            for op in graph.ops:
+                if op in work.plans:
+                    self._retype_attributes(graph, op, work, result)
+        for read in readers:
+            if work.final.get(read[2], read[3]) != read[3]:
+                self._connect(read, work, result)
+        for value, t in declared.items():
+            new = work.final.get(value)
+            if new is not None and isinstance(t, TensorType) and new != t.dtype:
+                value.type = TensorType(new, t.shape)
+                result.stats["values_retyped"] += 1
+            else:
+                value.type = t
+        for graph, _ in graphs:
+            self._clean_casts(graph, work, result)
+
+    def _type_function(self, model: Model, fn: Function, work: _Work) -> None:
+        """Type a function's body from its first call (a body is untyped: its calls type it)."""
+        call = next(
+            (op for _, op in model.ops() if (op.domain, op.op_type, op.overload) == fn.key), None
+        )
+        if call is None:
+            return
+        body = fn.graph
+        saved = {v: v.type for v in body.values()}
+        for value, given in zip(body.inputs, call._inputs, strict=False):
+            if value.type is None and given is not None:
+                dtype = _dtype(given)
+                value.type = None if dtype is None else TensorType(dtype, None)
+        imports = {**model.opset_imports, **fn.opset_imports}
+        scratch = Model(body, ir_version=model.ir_version, opset_imports=imports)
+        scratch.functions = model.functions
+        infer(scratch, verify=False)
+        for value in body.values():
+            work.dtypes[value] = _dtype(value)
+            value.type = saved.get(value)
+
+    def _plan(
+        self, op: Op, opset: int, work: _Work, functions: set[tuple[str, str, str]]
+    ) -> _Plan | None:
+        ins, outs = list(op._inputs), list(op._outputs)
+        if not any(v in work.orig for v in ins + outs if v is not None):
+            return None
+        base_in = [None if v is None else work.dtypes.get(v) for v in ins]
+        base_out = [None if v is None else work.dtypes.get(v) for v in outs]
+        kept = _Plan(
+            [work.orig.get(v) if v is not None else None for v in ins],
+            [work.orig.get(v) if v is not None else None for v in outs],
+        )
+        if (op.domain, op.op_type, op.overload) in functions:
+            return _Plan(
+                [work.target if v in work.orig else None for v in ins],
+                [work.target if v in work.orig else None for v in outs],
+            )
+        if op.op_type == "Constant" and op.domain in STANDARD_DOMAINS:
+            if constant_tensor(op) is not None:
+                return None  # a constant: converted by what its readers take
+            kept.kept = "a sparse constant"
+            return kept
+        bodies = any(True for _ in op.subgraphs())
+        reason = self._keep_reason(op, opset, work)
+        values = [v for v in ins + outs if v is not None]
+        opaque = [v for v in values if isinstance(v.type, OpaqueType)]
+        unknown = [v.name for v in values if work.dtypes.get(v) is None and v not in opaque]
+        if reason is None and unknown:
+            reason = f"the element type of {unknown[0]!r} is unknown"
+        if reason is None and opaque and not bodies:
+            reason = "it reads or makes a sequence, map or optional"
+        if reason is not None:
+            kept.kept = reason
+            return kept
+        ports = [("in", i) for i, v in enumerate(ins) if v in work.orig]
+        ports += [("out", k) for k, v in enumerate(outs) if v in work.orig]
+
+        def check(chosen: set[tuple[str, int]]) -> str | None:
+            a = [work.target if ("in", i) in chosen else d for i, d in enumerate(base_in)]
+            b = [work.target if ("out", k) in chosen else d for k, d in enumerate(base_out)]
+            return _problem(
+                op.op_type,
+                op.domain,
+                opset=opset,
+                attrs=frozenset(op.attrs),
+                inputs=tuple(a),
+                outputs=tuple(b),
+            )
+
+        chosen = set(ports)
+        problem = check(chosen)
+        if problem is not None:
+            for port in ports:
+                if check(chosen - {port}) is None:
+                    chosen.discard(port)
+                    break
+            else:
+                kept.kept = problem
+                return kept
+        wants: list[int | None] = list(kept.inputs)
+        for _, i in (p for p in chosen if p[0] == "in"):
+            wants[i] = work.target
+        if not bodies:
+            inputs = {p for p in chosen if p[0] == "in"}
+            free = {p for p in inputs if check(chosen - {p}) is None}
+            for _, i in free:
+                wants[i] = ANY
+            rest = inputs - free
+            if rest and not any(p[0] == "out" for p in chosen) and check(chosen - rest) is None:
+                for _, i in rest:
+                    wants[i] = JOINT
+        made = [work.target if ("out", k) in chosen else d for k, d in enumerate(kept.outputs)]
+        return _Plan(wants, made)
+
+    def _keep_reason(self, op: Op, opset: int, work: _Work) -> str | None:
+        if op.domain not in STANDARD_DOMAINS and op.domain != "ai.onnx.ml":
+            return f"no schema in domain {op.domain!r}"
+        if since(op, opset) is None and op.domain in STANDARD_DOMAINS:
+            return f"no schema at opset {opset}"
+        epsilon = op.attrs.get("epsilon")
+        if isinstance(epsilon, float) and work.target in HALVES:
+            tiny = float(ml_dtypes.finfo(_NUMPY[DType(work.target)]).smallest_subnormal)
+            if 0 < epsilon < tiny:
+                return f"epsilon {epsilon:g} is below {_name(work.target)}'s smallest {tiny:.3g}"
+        return None
+
+    def _assign(self, model: Model, work: _Work) -> None:
+        """New dtypes of what ops make, of graph inputs and of body inputs."""
+        for graph in model.graphs():
+            for op in graph.ops:
+                plan = work.plans.get(op)
+                for k, value in enumerate(op._outputs):
+                    if plan is not None and value in work.orig:
+                        work.final[value] = plan.outputs[k] or work.orig[value]
+            owner = graph.owner
+            for i, value in enumerate(graph.inputs):
+                if value not in work.orig or work.constant(value):
+                    continue
+                if graph is model.graph:
+                    work.final[value] = work.orig[value] if self.keep_io_types else work.target
+                elif owner is None:  # a function's body: its calls convert
+                    work.final[value] = work.target
+                else:
+                    port = _body_port(owner, graph, i, "in", work)
+                    want = port if port is not None and port >= 0 else None
+                    work.final[value] = want or work.orig[value]
+
+    def _readers(self, model: Model, work: _Work) -> list[_Read]:
+        """Every read of a candidate value with the dtype it must have: (op, port) or
+        ("output", index), the reader's graph, the value, the wanted dtype."""
+        found: list[_Read] = []
+        for graph in model.graphs():
+            for op in graph.ops:
+                plan = work.plans.get(op)
+                if plan is None:
+                    continue
+                joint = [v for v, w in zip(op._inputs, plan.inputs, strict=False) if w == JOINT]
+                moving = {
+                    work.final.get(v, work.orig[v])
+                    for v in joint
+                    if v is not None and not work.constant(v)
+                }
+                shared = moving.pop() if len(moving) == 1 else work.target
+                if joint and not moving and joint[0] is not None:
+                    shared = work.orig[joint[0]]  # constants alone keep their type
+                for i, value in enumerate(op._inputs):
+                    want = plan.inputs[i]
+                    if value is None or value not in work.orig or want is None:
+                        continue
+                    if want == ANY:
+                        continue  # takes whatever comes
+                    found.append(((op, i), graph, value, shared if want == JOINT else want))
+            for index, value in enumerate(graph.outputs):
+                if value not in work.orig:
+                    continue
+                if graph is model.graph:
+                    want = work.orig[value] if self.keep_io_types else work.target
+                elif graph.owner is None:  # a function's body
+                    want = work.target
+                else:
+                    port = _body_port(graph.owner, graph, index, "out", work)
+                    want = port if port is not None and port >= 0 else work.orig[value]
+                found.append((("output", index), graph, value, want))
+        return found
+
+    def _choose_constants(
+        self,
+        model: Model,
+        work: _Work,
+        readers: list[_Read],
+        result: PassResult,
+    ) -> None:
+        """A constant takes the new type when any reader wants it (the others get a sibling)."""
+        votes: dict[Value, set[int]] = {}
+        for _, _, value, want in readers:
+            votes.setdefault(value, set()).add(want)
+        for value in [v for v in work.orig if work.constant(v)]:
+            wanted = votes.get(value, set())
+            choice = work.target if work.target in wanted else work.orig[value]
+            work.final[value] = choice
+            if choice != work.orig[value]:
+                graph = value.graph
+                assert graph is not None
+                self._set_constant(graph, value, choice, result)
+
+    def _set_constant(self, graph: Graph, value: Value, dtype: int, result: PassResult) -> None:
+        tensor = _tensor_of(graph, value)
+        assert tensor is not None
+        array, clamped = convert_array(tensor.numpy(), dtype)
+        if clamped:
+            limit = float(ml_dtypes.finfo(_NUMPY[DType(dtype)]).max)
+            result.note(
+                "constants_clamped", f"{value.name}: {clamped} value(s) clamped to ±{limit:g}"
+            )
+        converted = Tensor.from_numpy(array, dtype)
+        producer = graph.producer(value)
+        if producer is None:
+            value.const = converted
+        else:
+            producer.attrs = {"value": converted}
+            graph.touch(producer)
+        result.stats["constants_converted"] += 1
+
+    def _retype_attributes(self, graph: Graph, op: Op, work: _Work, result: PassResult) -> None:
+        """Cast ``to``, ``dtype`` and ConstantOfShape's value follow the outputs' new type."""
+        plan = work.plans[op]
+        changed = [
+            k
+            for k, v in enumerate(op._outputs)
+            if v in work.orig and plan.outputs[k] not in (None, work.orig[v])
+        ]
+        if not changed or plan.kept:
+            return
+        new = plan.outputs[changed[0]]
+        assert new is not None
+        if op.op_type == "ConstantOfShape":
+            given = op.attrs.get("value")
+            fill = given.numpy() if isinstance(given, Tensor) else np.zeros(1, np.float32)
+            array, _ = convert_array(fill, new)
+            op.attrs["value"] = Tensor.from_numpy(array, new)
+        opset_shape = schemas.schema_shape(op.op_type, work.opsets[graph], op.domain)
+        for key in TYPE_ATTRIBUTES:
+            if opset_shape is not None and key in opset_shape.attributes:
+                if op.attrs.get(key) is not None and int(op.attrs[key]) not in work.source:
+                    continue
+                op.attrs[key] = int(new)
+                result.stats["type_attributes_changed"] += 1
+        graph.touch(op)
+
+    def _connect(self, read: _Read, work: _Work, result: PassResult) -> None:
+        """Make a read (an op's input or a graph output) see its value as the dtype it
+        wants: a sibling constant, or one Cast per value and type."""
+        slot, graph, value, want = read
+        is_output = slot[0] == "output"
+        home = graph if is_output else value.graph
+        assert home is not None
+        key = (home, value, want)
+        made = work.made.get(key)
+        if made is None:
+            if work.constant(value):
+                made = self._sibling(home, value, want, work)
+                result.stats["constant_siblings"] += 1
+            else:
+                cast_name = home.fresh_name(f"{value.name}_{_name(want)}")
+                cast = home.add_op("Cast", [value], output_names=[cast_name], to=int(want))
+                work.created.add(cast)
+                made = cast._outputs[0]
+                assert made is not None
+                result.stats["casts_inserted"] += 1
+            work.made[key] = made
+            work.final[made] = want
+        if not is_output:
+            op, port = slot
+            graph.set_input(op, port, made)
+            return
+        if graph is work.main and value not in graph.inputs:
+            name = value.name  # the model's interface keeps its names
+            rename(value, graph.fresh_name(f"{name}_{_name(work.final[value])}"))
+            rename(made, name)
+        t = value.type
+        made.type = TensorType(want, t.shape if isinstance(t, TensorType) else None)
+        graph.outputs[slot[1]] = made
+
+    def _sibling(self, graph: Graph, value: Value, dtype: int, work: _Work) -> Value:
+        """A constant holding ``value``'s original data in ``dtype``."""
+        tensor = _tensor_of(value.graph or graph, value)
+        assert tensor is not None
+        array, _ = convert_array(tensor.numpy(), dtype)
+        name = graph.fresh_name(f"{value.name}_{_name(dtype)}")
+        made = Tensor.from_numpy(array, dtype)
+        if graph in work.in_function:
+            const = graph.add_op("Constant", [], output_names=[name], value=made)
+            out = const._outputs[0]
+            assert out is not None
+            return out
+        return graph.add_initializer(name, made)
+
+    def _clean_casts(self, graph: Graph, work: _Work, result: PassResult) -> None:
+        """Drop Casts the conversion made identities, a Cast undoing an exact one before it,
+        and fold Casts between float types of a constant."""
+        floats = {*work.source, work.target}
+        for op in graph.topo_order():
+            if op.op_type != "Cast" or op._graph is not graph or op.domain not in STANDARD_DOMAINS:
+                continue
+            x, y, to = op._inputs[0], op._outputs[0], int(op.attr("to", 0))
+            if x is None or y is None:
+                continue
+            # Case 1: an identity now, and not one before (the model's own stay)
+            made_one = op in work.created or work.dtypes.get(x) != work.dtypes.get(y)
+            if work.now(x) == to and made_one and bypass(graph, op, x):
+                result.stats["casts_removed"] += 1
+                continue
+            # Case 2: Cast(Cast(x, to=wider), to=type of x)
+            inner = graph.producer(x)
+            first = inner._inputs[0] if inner is not None and inner.op_type == "Cast" else None
+            if (
+                inner is not None
+                and first is not None
+                and work.now(first) == to
+                and int(inner.attr("to", 0)) in EXACT.get(DType(to), set())
+                and bypass(graph, op, first)
+            ):
+                result.stats["casts_removed"] += 1
+                if not graph.is_used(x):
+                    graph.remove_op(inner)
+                continue
+            # Case 3: a Cast of a float constant
+            tensor = _tensor_of(graph, x) if work.constant(x) else None
+            if tensor is None or tensor.dtype not in floats or to not in floats:
+                continue
+            if graph in work.in_function:
+                continue  # no initializers there
+            array, _ = convert_array(tensor.numpy(), to)
+            graph.make_constant(op, [Tensor.from_numpy(array, to)])
+            work.final[y] = to
+            if x.graph is graph and not graph.is_used(x):
+                producer = graph.producer(x)
+                if producer is not None:
+                    graph.remove_op(producer)
+                elif x in graph.initializers and x not in graph.inputs:
+                    graph.remove_initializer(x)
+            result.stats["casts_folded"] += 1
+
+
+@functools.cache
+def _problem(
+    op_type: str,
+    domain: str,
+    *,
+    opset: int,
+    attrs: frozenset[str],
+    inputs: tuple[int | None, ...],
+    outputs: tuple[int | None, ...],
+) -> str | None:
+    return schemas.node_problem(
+        op_type,
+        opset,
+        attrs=set(attrs),
+        n_inputs=len(inputs),
+        n_outputs=len(outputs),
+        input_dtypes=list(inputs),
+        output_dtypes=list(outputs),
+        domain=domain,
+    )
+
+
+def _body_port(owner: Op | None, body: Graph, index: int, side: str, work: _Work) -> int | None:
+    """The dtype a body's input or output takes from its owner's plan (If, Loop, Scan)."""
+    if owner is None:
+        return None
+    plan = work.plans.get(owner)
+    if plan is None or plan.kept:
+        return None
+    if owner.op_type == "If":
+        port: int | None = index if side == "out" else None
+    elif owner.op_type == "Loop":
+        port = (index if index >= 2 else None) if side == "in" else (index - 1 if index else None)
+    elif owner.op_type == "Scan":
+        shift = 1 if side == "in" and len(owner._inputs) > len(body.inputs) else 0
+        port = index + shift
+    else:
+        return None
+    if port is None:
+        return None
+    wants = plan.inputs if side == "in" else plan.outputs
+    return wants[port] if port < len(wants) else None
+
+
+def _tensor_of(graph: Graph, value: Value) -> Tensor | None:
+    if isinstance(value.const, Tensor):
+        return value.const
+    op = (value.graph or graph).producer(value)
+    if op is not None and op.op_type == "Constant":
+        return constant_tensor(op)
+    return None
+
+
+def _dtype(value: Value) -> int | None:
+    if isinstance(value.const, Tensor):
+        return value.const.dtype
+    if isinstance(value.type, TensorType) and value.type.dtype:
+        return int(value.type.dtype)
+    return None
+
+
+def _name(dtype: int) -> str:
+    return {DType.FLOAT: "float32"}.get(DType(dtype), DType(dtype).name.lower())

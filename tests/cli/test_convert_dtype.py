@@ -1,0 +1,228 @@
+"""`onnxforge convert --dtype` and `--weights`: what is written loads and computes the float32
+original within the documented tolerance (1e-2 of each output's range for half types, 1e-3
+relative for --weights float16), failures write nothing, and usage errors are exit 2."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, numpy_helper, parser
+from onnx.reference import ReferenceEvaluator
+from typer.testing import CliRunner
+
+from onnxforge.cli import app
+from onnxforge.testing import run_onnxruntime
+
+pytest.importorskip("onnxruntime")
+
+runner = CliRunner()
+HALF_TOLERANCE = 1e-2
+MODEL = """<ir_version: 10, opset_import: ["" : 18]>
+g (float[2,8] x, bool[2,8] keep) => (float[2,4] y) {
+    h = MatMul (x, w1)
+    n = LayerNormalization <axis = -1, epsilon = 1e-12> (h, scale, bias)
+    a = Relu (n)
+    fill = Constant <value = float {-1e9}> ()
+    masked = Where (keep, x, fill)
+    s = Softmax <axis = -1> (masked)
+    sh = MatMul (s, w3)
+    both = Add (a, sh)
+    y = MatMul (both, w2)
+}"""
+FEEDS = {
+    "x": np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32),
+    "keep": np.tile(np.array([True, True, False, True]), (2, 2)),
+}
+
+
+def _write(tmp_path: Path, text: str = MODEL, name: str = "model.onnx") -> Path:
+    rng = np.random.default_rng(1)
+    proto = parser.parse_model(text)
+    weights = {
+        "w1": rng.standard_normal((8, 16)),
+        "w3": rng.standard_normal((8, 16)),
+        "scale": np.linspace(0.5, 1.5, 16),
+        "bias": np.linspace(-0.1, 0.1, 16),
+        "w2": rng.standard_normal((16, 4)),
+    }
+    proto.graph.initializer.extend(
+        numpy_helper.from_array(a.astype(np.float32), n) for n, a in weights.items()
+    )
+    for i, node in enumerate(proto.graph.node):
+        node.name = f"node{i}"
+    path = tmp_path / name
+    onnx.save(proto, path)
+    return path
+
+
+def _close(want: Sequence[Any], got: Sequence[Any], tolerance: float) -> None:
+    for expected, actual in zip(want, got, strict=True):
+        a, b = np.asarray(expected, np.float64), np.asarray(actual, np.float64)
+        span = float(a.max() - a.min()) or float(np.abs(a).max()) or 1.0
+        np.testing.assert_allclose(b, a, rtol=0, atol=tolerance * span)
+
+
+def _ops(proto: onnx.ModelProto) -> Counter[str]:
+    return Counter(n.op_type for n in proto.graph.node)
+
+
+def test_dtype_float16_writes_a_model_onnxruntime_runs_within_the_tolerance(
+    tmp_path: Path,
+) -> None:
+    path = _write(tmp_path)
+    before = path.read_bytes()
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(app, ["convert", str(path), "--dtype", "float16", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "values to float16" in result.stderr
+    assert "kept in float32: node1: epsilon 1e-12" in result.stderr
+    assert "clamped: fill: 1 value(s) clamped to ±65504" in result.stderr
+    converted = onnx.load(out)
+    onnx.checker.check_model(converted, full_check=True)
+    assert [i.type.tensor_type.elem_type for i in converted.graph.input] == [1, 9]
+    assert converted.graph.output[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    types = {i.name: i.data_type for i in converted.graph.initializer}
+    assert types["w1"] == types["w2"] == TensorProto.FLOAT16
+    assert types["scale"] == types["bias"] == TensorProto.FLOAT  # the LayerNorm stays float32
+    want = run_onnxruntime(onnx.load(path), FEEDS)
+    _close(want, run_onnxruntime(converted, FEEDS), HALF_TOLERANCE)
+    assert path.read_bytes() == before
+
+
+def test_the_json_report_lists_the_kept_ops_and_the_clamped_constants(tmp_path: Path) -> None:
+    path = _write(tmp_path)
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(
+        app, ["convert", str(path), "--dtype", "float16", "-o", str(out), "--json", "-"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    precision = report["precision"]
+    assert precision["dtype"] == "float16" and precision["keep_io_types"] is True
+    assert precision["kept_float32"][0].startswith("node1: epsilon 1e-12")
+    assert precision["constants_clamped"] == ["fill: 1 value(s) clamped to ±65504"]
+    assert precision["stats"]["casts_inserted"] >= 3
+    assert report["from_opset"] == report["to_opset"] == 18 and report["stats"] == {}
+
+
+def test_no_keep_io_types_retypes_the_inputs_and_outputs(tmp_path: Path) -> None:
+    path = _write(tmp_path)
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(
+        app,
+        ["convert", str(path), "--dtype", "float16", "--no-keep-io-types", "-o", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    converted = onnx.load(out)
+    assert converted.graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT16
+    assert converted.graph.output[0].type.tensor_type.elem_type == TensorProto.FLOAT16
+    feeds = {"x": FEEDS["x"].astype(np.float16), "keep": FEEDS["keep"]}
+    want = run_onnxruntime(onnx.load(path), FEEDS)
+    _close(want, run_onnxruntime(converted, feeds), HALF_TOLERANCE)
+
+
+def test_opset_and_bfloat16_together_convert_then_retype(tmp_path: Path) -> None:
+    text = MODEL.replace('"" : 18', '"" : 13').replace("ir_version: 10", "ir_version: 7")
+    text = text.replace(
+        "n = LayerNormalization <axis = -1, epsilon = 1e-12> (h, scale, bias)",
+        "n = Mul (h, scale)",
+    )
+    path = _write(tmp_path, text)
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(
+        app, ["convert", str(path), "--opset", "18", "--dtype", "bfloat16", "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    converted = onnx.load(out)
+    onnx.checker.check_model(converted, full_check=True)
+    assert converted.opset_import[0].version == 18
+    types = {i.name: i.data_type for i in converted.graph.initializer}
+    assert types["w1"] == TensorProto.BFLOAT16
+    want = run_onnxruntime(onnx.load(path), FEEDS)
+    # onnxruntime's CPU provider has no bfloat16 MatMul: onnx's reference evaluator computes it
+    got = ReferenceEvaluator(converted).run(None, FEEDS)
+    assert isinstance(got, list)
+    _close(want, got, HALF_TOLERANCE)
+
+
+def test_float16_and_back_to_float32_keeps_every_op_type(tmp_path: Path) -> None:
+    path = _write(tmp_path)
+    half, back = tmp_path / "half.onnx", tmp_path / "back.onnx"
+    first = runner.invoke(app, ["convert", str(path), "--dtype", "float16", "-o", str(half)])
+    assert first.exit_code == 0, first.output
+    second = runner.invoke(app, ["convert", str(half), "--dtype", "float32", "-o", str(back)])
+    assert second.exit_code == 0, second.output
+    original, restored = onnx.load(path), onnx.load(back)
+    assert _ops(restored) == _ops(original)
+    assert all(i.data_type == TensorProto.FLOAT for i in restored.graph.initializer)
+    want = run_onnxruntime(original, FEEDS)
+    _close(want, run_onnxruntime(restored, FEEDS), HALF_TOLERANCE)
+
+
+def test_weights_float16_halves_the_weights_and_computes_in_float32(tmp_path: Path) -> None:
+    path = _write(tmp_path)
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(app, ["convert", str(path), "--weights", "float16", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "weights to float16" in result.stderr
+    converted = onnx.load(out)
+    halves = [i for i in converted.graph.initializer if i.data_type == TensorProto.FLOAT16]
+    assert sorted(i.name for i in halves) == ["bias_float16", "scale_float16", "w1_float16",
+                                              "w2_float16", "w3_float16"]  # fmt: skip
+    casts = [n for n in converted.graph.node if n.op_type == "Cast"]
+    assert len(casts) == 5 and all(c.attribute[0].i == TensorProto.FLOAT for c in casts)
+    assert _ops(converted) - Counter({"Cast": 5}) == _ops(onnx.load(path))
+    weights_before = sum(len(i.raw_data) for i in onnx.load(path).graph.initializer)
+    weights_after = sum(len(i.raw_data) for i in converted.graph.initializer)
+    assert weights_after * 2 == weights_before
+    want, got = run_onnxruntime(onnx.load(path), FEEDS), run_onnxruntime(converted, FEEDS)
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-3 * float(np.abs(a).max()))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "give --opset, --dtype or --weights"),
+        (["--dtype", "float8"], "one of float16, bfloat16, float32"),
+        (["--weights", "int8"], "one of float16, bfloat16"),
+        (["--dtype", "float16", "--weights", "float16"], "--weights keeps every op"),
+        (["--dtype", "float16", "--opset", "18", "--dry-run"], "--dry-run plans --opset only"),
+    ],
+)
+def test_usage_errors_are_exit_2_and_write_nothing(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    path = _write(tmp_path)
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(app, ["convert", str(path), *args, "-o", str(out)])
+    assert result.exit_code == 2
+    assert message in " ".join(result.stderr.split()).replace("│", "")
+    assert not out.exists()
+
+
+def test_weights_bfloat16_before_opset_13_is_exit_1_naming_the_file_and_weight(
+    tmp_path: Path,
+) -> None:
+    text = """<ir_version: 6, opset_import: ["" : 11]>
+    g (float[2,8] x) => (float[2,4] y) {
+        y = MatMul (x, w2)
+    }"""
+    proto = parser.parse_model(text)
+    w2 = np.ones((8, 4), dtype=np.float32)
+    proto.graph.initializer.append(numpy_helper.from_array(w2, "w2"))
+    path = tmp_path / "old.onnx"
+    onnx.save(proto, path)
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(app, ["convert", str(path), "--weights", "bfloat16", "-o", str(out)])
+    assert result.exit_code == 1
+    assert f"error: {path}: weight 'w2' cannot be stored as bfloat16" in result.stderr
+    assert "Cast-9 input 'input' does not allow element type 16" in result.stderr
+    assert not out.exists()
