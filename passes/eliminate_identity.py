@@ -46,9 +46,11 @@ class EliminateIdentityPass(Pass):
        the dim or the dtype's max); Pad of all-zero pads.
     5. x + 0, x - 0, x * 1, 1 * x, x / 1 with a constant that changes neither the shape nor
        the dtype (x + 0 turns -0.0 into +0.0: equal, as == and onnxruntime's fusions see it).
-    6. Concat of one input. Inputs whose static size along the axis is 0 add nothing and are
-       dropped first (the first stays when all are): ncnn has no empty blobs, and pnnx writes
-       a constant empty part as a MemoryData that ncnn fails to load.
+    6. Concat of one input, Split into one output (onnx2torch hands the next op a tuple: a
+       DTLN export's TF unstack, where onnxsim's output converts). Concat inputs whose static
+       size along the axis is 0 add nothing and are dropped first (the first stays when all
+       are): ncnn has no empty blobs, and pnnx writes a constant empty part as a MemoryData
+       that ncnn fails to load.
 
     The graph-output rule of ``_rewrite.bypass`` applies: an op whose output is a graph output
     and whose input is a graph input, initializer or another output stays.
@@ -269,6 +271,11 @@ def _concat(graph: Graph, op: Op, version: int) -> Value | None:
     return op._inputs[0] if len(op._inputs) == 1 else None
 
 
+def _split(graph: Graph, op: Op, version: int) -> Value | None:
+    """One output is the whole input: the spec lets its one split size be only the dim."""
+    return op._inputs[0] if len(op._outputs) == 1 and op._inputs else None
+
+
 CHECKS: dict[str, Check] = {
     "Identity": _identity,
     "Dropout": _dropout,
@@ -284,5 +291,6 @@ CHECKS: dict[str, Check] = {
     "Slice": _slice,
     "Pad": _pad,
     "Concat": _concat,
+    "Split": _split,
     **dict.fromkeys(NEUTRAL, _arith),
 }

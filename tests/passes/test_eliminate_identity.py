@@ -370,3 +370,26 @@ def test_a_concat_of_only_empty_parts_keeps_the_first() -> None:
     assert _run(model) == {"dropped.Concat_inputs": 1, "removed.Concat": 1}
     assert _ops(model) == ["Relu"]
     assert model.graph.ops[0]._inputs[0] is model.graph.inputs[0]
+
+
+@pytest.mark.parametrize(
+    ("opset", "split"),
+    [(11, "Split <axis = 0> (x)"), (13, "Split <axis = 0> (x, n)"),
+     (18, "Split <axis = 0, num_outputs = 1> (x)")],
+)  # fmt: skip
+def test_a_split_into_one_output_goes(opset: int, split: str) -> None:
+    """onnx2torch hands the reader of a one-output Split a tuple (a DTLN export's unstack)."""
+    model = model_from_text(
+        f'<ir_version: 8, opset_import: ["" : {opset}]>'
+        + f"""
+    g (float[2, 3] x) => (float[2, 3] y) {{
+        n = Constant <value = int64[1] {{2}}> ()
+        s = {split}
+        y = Relu(s)
+    }}"""
+    )
+    before = to_proto(model)
+    assert _run(model) == {"removed.Split": 1}
+    relu = next(op for op in model.graph.ops if op.op_type == "Relu")
+    assert relu._inputs[0] is model.graph.inputs[0]
+    assert_models_close(before, model)
