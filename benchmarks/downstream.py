@@ -14,8 +14,9 @@ first feeds of ``wild.observe_with`` (the wild data file's hints for the wild mo
 original's outputs on onnxruntime (CPU, optimizations off) and its noise floor, as ``wild.py``
 computes them. Variants: the original, ``onnxsim.simplify`` and ``onnxslim.slim`` with their
 defaults (``fold.child``, as ``fold.py`` runs them), ``onnxforge optimize`` on the command line,
-and ``onnxforge optimize --for TOOLCHAIN --input-shape ...`` when ``optimize --help`` lists
-``--for``.
+and ``onnxforge optimize --for TOOLCHAIN`` when ``optimize --help`` lists ``--for`` (with
+``--input-shape`` of the feeds for the toolchains that convert with static shapes: pnnx and
+onnx2tf, ``shapes`` in the data file).
 
 Toolchains (``downstream_toolchains.toml``: pinned packages; one virtual environment each under
 ``~/.cache/onnxforge/downstream/venvs``): onnxruntime, OpenVINO (``convert_model`` +
@@ -90,6 +91,7 @@ class Toolchain:
     for_name: str = ""
     default: bool = True
     models: tuple[str, ...] = ()
+    shapes: bool = False  # converts with the feeds' shapes: --for gets them as --input-shape
 
     @property
     def venv(self) -> Path:
@@ -112,6 +114,7 @@ def load_toolchains(path: Path = DATA) -> dict[str, Toolchain]:
             for_name=t.get("for", name),
             default=t.get("default", True),
             models=tuple(t.get("models", ())),
+            shapes=t.get("shapes", False),
         )
     return found
 
@@ -796,7 +799,7 @@ def measure_model(entry: Mapping[str, Any], ctx: Context) -> None:
                 argv = [*wild._cli(), "optimize", str(src), "-o", str(dst)]
                 if name == "onnxforge --for":
                     argv += ["--for", tc.for_name]
-                    for n, shape, _ in info["inputs"]:
+                    for n, shape, _ in info["inputs"] if tc.shapes else ():
                         argv += ["--input-shape", f"{n}={','.join(str(d) for d in shape)}"]
                 ran = _spawn(argv, timeout=ctx.timeout, mem_gib=ctx.mem_gib, env=ctx.env)
                 if ran["exit"]:
@@ -989,8 +992,10 @@ def write_report(stored: Mapping[str, Any], out: Path) -> None:
         "A cell counts the models of its row whose variant was written; a variant the tool "
         "did not write counts as a failure at stage `variant`. `onnxforge --for` is made per "
         "toolchain (`--for` ncnn for pnnx, torch for onnx2torch, tflite for onnx2tf, else the "
-        "toolchain's name) with `--input-shape` of the feeds; its *variant written* counts "
-        "every toolchain's.",
+        "toolchain's name), with `--input-shape` of the feeds for pnnx and onnx2tf, which "
+        "convert with static shapes (OpenVINO 2026.4 computes traceforge's T5 decoder wrong "
+        "once its inputs are static, even when only onnx set them); its *variant written* "
+        "counts every toolchain's.",
         "",
         "## onnxforge fails where another variant passes",
         "",
