@@ -1,18 +1,18 @@
-"""Squeeze and Unsqueeze for simplify-shape-ops: their axes, and the pairs and chains of
-them that collapse."""
+"""Squeeze and Unsqueeze for simplify-shape-ops: their axes, the pairs and chains of them
+that collapse, and the layout of a recurrent output that must stay."""
 
 from __future__ import annotations
 
 __all__ = [
+    "RECURRENT",
     "axes_absent",
+    "lays_out_recurrent_output",
     "normalize_axes",
     "ones_axes",
     "raw_axes",
     "squeeze_chain",
     "squeeze_pair",
 ]
-
-from collections.abc import Callable
 
 import numpy as np
 
@@ -96,21 +96,33 @@ def nth_kept(n: int, removed: tuple[int, ...]) -> int:
     return i
 
 
-def squeeze_chain(
-    graph: Graph, op: Op, version: int, opset: int, *, stays: Callable[[Graph, Value], bool]
-) -> bool:
+RECURRENT = frozenset({"RNN", "GRU", "LSTM"})
+"""Their Y is [seq, directions, batch, hidden]; exporters give it the framework's layout with
+Squeeze(1) or Transpose(0, 2, 1, 3) -> Reshape(0, 0, -1), and converters (pnnx) match those
+ops to rebuild the framework's layer: a raw LSTM is left for ncnn, which cannot load it."""
+
+
+def lays_out_recurrent_output(graph: Graph, value: Value) -> bool:
+    """``value`` is the Y of an RNN, GRU or LSTM, or a Transpose of it: the op reading it
+    lays it out and stays."""
+    transpose = producer_of(graph, value, {"Transpose"})
+    if transpose is not None:
+        value = transpose._inputs[0]
+    recurrent = producer_of(graph, value, RECURRENT)
+    return recurrent is not None and bool(recurrent._outputs) and recurrent._outputs[0] is value
+
+
+def squeeze_chain(graph: Graph, op: Op, version: int, opset: int) -> bool:
     """Squeeze(Squeeze(x, a), b): the second op reads x with the axes combined (non-negative,
-    sorted). Unsqueeze chains stay as they are: pnnx lowers a multi-axis Unsqueeze that adds
-    the batch axis to ncnn with the other axes misplaced, and ncnn then fails (-100) on the
-    Conv after it (madmom's CNNs: the original converts, the merged form does not). Nor when
-    ``stays(graph, x)``: the first Squeeze is a layout a converter matches (an LSTM's Y)."""
-    if op.op_type != "Squeeze":
-        return False
+    sorted); not when the first lays out a recurrent Y. Unsqueeze chains are not merged: pnnx
+    lowers a multi-axis Unsqueeze that adds the batch axis to ncnn with the other axes
+    misplaced, and ncnn then fails (-100) on the Conv after it (madmom's CNNs: the original
+    converts, the merged form does not)."""
     first = producer_of(graph, op._inputs[0], {op.op_type})
     if first is None or first._inputs[0] is None:
         return False
     x = first._inputs[0]
-    if stays(graph, x):
+    if lays_out_recurrent_output(graph, x):
         return False
     shape = shape_of(x)
     rank = None if shape is None else len(shape)

@@ -28,7 +28,7 @@ from onnxforge.passes._rewrite import (
     shape_of,
     since,
 )
-from onnxforge.passes._squeeze import squeeze_chain, squeeze_pair
+from onnxforge.passes._squeeze import lays_out_recurrent_output, squeeze_chain, squeeze_pair
 from onnxforge.passes._worklist import Near, neighbours, visit
 from onnxforge.shape_infer.symbolic import same_dim
 
@@ -38,10 +38,6 @@ KnownValues = dict[Value, tuple[Dim, ...]]  # InferReport.known_values
 
 RESHAPES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
 """Ops that only change the shape: a Reshape after one of them can read their input."""
-RECURRENT = frozenset({"RNN", "GRU", "LSTM"})
-"""Their Y is [seq, directions, batch, hidden]; exporters give it the framework's layout with
-Squeeze(1) or Transpose(0, 2, 1, 3) -> Reshape(0, 0, -1), and converters (pnnx) match those
-ops to rebuild the framework's layer: a raw LSTM is left for ncnn, which cannot load it."""
 
 
 @register_pass
@@ -107,9 +103,7 @@ class SimplifyShapeOpsPass(Pass):
                     elif op.op_type in ("Squeeze", "Unsqueeze"):
                         if squeeze_pair(graph, op, opset):
                             result.note("squeeze_pairs_removed", label)
-                        elif squeeze_chain(
-                            graph, op, version, opset, stays=_lays_out_recurrent_output
-                        ):
+                        elif op.op_type == "Squeeze" and squeeze_chain(graph, op, version, opset):
                             result.note("squeezes_merged", label)
         refresh_captures(model)
         result.modified = bool(result.stats)
@@ -147,7 +141,7 @@ def _reshape_chain(graph: Graph, op: Op, version: int, opset: int) -> bool:
     if first is None or not first._inputs or first._inputs[0] is None:
         return False
     x, mid = first._inputs[0], first._outputs[0]
-    if _lays_out_recurrent_output(graph, x):
+    if lays_out_recurrent_output(graph, x):
         return False
     if version >= 14 and op.attr("allowzero", 0):
         set_input(graph, op, 0, x)
@@ -169,15 +163,6 @@ def _reshape_chain(graph: Graph, op: Op, version: int, opset: int) -> bool:
             return False
     set_input(graph, op, 0, x)
     return True
-
-
-def _lays_out_recurrent_output(graph: Graph, value: Value) -> bool:
-    """Case 2's exception: ``value`` is the Y of an RNN, GRU or LSTM, or a Transpose of it."""
-    transpose = producer_of(graph, value, {"Transpose"})
-    if transpose is not None:
-        value = transpose._inputs[0]
-    recurrent = producer_of(graph, value, RECURRENT)
-    return recurrent is not None and bool(recurrent._outputs) and recurrent._outputs[0] is value
 
 
 def _constant_target(graph: Graph, op: Op, version: int, known_values: KnownValues) -> bool:
