@@ -6,6 +6,7 @@ __all__ = ["DTYPES", "HALVES", "MIN_WEIGHT_ELEMENTS", "ConvertPrecisionPass", "c
 
 import functools
 import logging
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -144,6 +145,10 @@ class ConvertPrecisionPass(Pass):
     6. Casts the conversion made into identities, a Cast that undoes an exact one before it,
        and a Cast of a float constant are removed or folded.
 
+    ``keep_float32``: node names, first output names or op types of ops that stay as they are
+    (noted like case 2, with the mapping's value as the reason when it is one); the automatic
+    mixed precision chooses them from what the model computes.
+
     ``weights_only``: float32 initializers (and Constant values) of at least ``min_elements``
     are stored in ``dtype`` behind one Cast to float32 each: every op still computes in
     float32, and the file shrinks by about half.
@@ -161,6 +166,7 @@ class ConvertPrecisionPass(Pass):
         keep_io_types: bool = True,
         weights_only: bool = False,
         min_elements: int = MIN_WEIGHT_ELEMENTS,
+        keep_float32: Collection[str] | Mapping[str, str] = (),
     ) -> None:
         if dtype not in DTYPES:
             raise PreconditionError(f"dtype {dtype!r}: one of {', '.join(DTYPES)}")
@@ -170,6 +176,11 @@ class ConvertPrecisionPass(Pass):
         self.keep_io_types = keep_io_types
         self.weights_only = weights_only
         self.min_elements = min_elements
+        self.keep_float32: dict[str, str] = (
+            dict(keep_float32)
+            if isinstance(keep_float32, Mapping)
+            else dict.fromkeys(keep_float32, "asked (--keep-float32)")
+        )
         self._errors_before = 0
 
     def call(self, model: Model) -> PassResult:
@@ -385,6 +396,11 @@ class ConvertPrecisionPass(Pass):
         return _Plan(wants, made)
 
     def _keep_reason(self, op: Op, opset: int, work: _Work) -> str | None:
+        if self.keep_float32:
+            first = next((v.name for v in op._outputs if v is not None), "")
+            for key in (op.name, first, op.op_type):
+                if key and key in self.keep_float32:
+                    return self.keep_float32[key]
         if op.domain not in STANDARD_DOMAINS and op.domain != "ai.onnx.ml":
             return f"no schema in domain {op.domain!r}"
         if since(op, opset) is None and op.domain in STANDARD_DOMAINS:

@@ -6,9 +6,11 @@ from __future__ import annotations
 __all__ = [
     "DEFAULT_ATOL",
     "DEFAULT_RTOL",
+    "HALF_TOLERANCE",
     "MAX_INPUT_ELEMENTS",
     "compare_on_onnxruntime",
     "random_inputs",
+    "range_error",
 ]
 
 import importlib.util
@@ -31,6 +33,11 @@ DEFAULT_ATOL = 1e-5
 DYNAMIC_BATCH = 2
 """Size given to an unknown first dim; other unknown dims get DYNAMIC_OTHER."""
 DYNAMIC_OTHER = 5
+HALF_TOLERANCE = 1e-2
+"""A precision conversion's default budget: the largest difference from the float32 model's
+output, over that output's range on the same inputs (``range_error``). float16 keeps 11
+significant bits (3.3 digits), so one op's rounding is 5e-4 of a value; a deep model adds
+up tens of them."""
 MAX_INPUT_ELEMENTS = 1 << 28
 """Elements one random input may have (1 GiB of float32): a declared dim of 2^40 is refused,
 not allocated."""
@@ -73,6 +80,32 @@ def random_inputs(model: Model, runs: int, *, seed: int = 0) -> list[dict[str, n
                 feeds[value.name] = rng.standard_normal(shape).astype(np_dtype)
         sets.append(feeds)
     return sets
+
+
+def range_error(want: np.ndarray, got: np.ndarray) -> tuple[float, float]:
+    """How far ``got`` is from ``want``: the largest absolute difference, and that over
+    ``want``'s range (max - min of its finite values; its largest magnitude when they are all
+    equal, 1 when that is 0). A NaN or infinity where ``want`` has a finite value is an
+    infinite error; equal non-finite values agree. Integer and bool outputs are compared as
+    floats (an index that moved is a difference like any other)."""
+    w = np.asarray(want, dtype=np.float64)
+    g = np.asarray(got, dtype=np.float64)
+    if w.shape != g.shape:
+        return math.inf, math.inf
+    if w.size == 0:
+        return 0.0, 0.0
+    same = (w == g) | (np.isnan(w) & np.isnan(g))
+    if not np.all(np.isfinite(g) | same):
+        return math.inf, math.inf
+    finite = w[np.isfinite(w)]
+    span = float(finite.max() - finite.min()) if finite.size else 0.0
+    if span == 0.0:
+        span = float(np.abs(finite).max()) if finite.size else 0.0
+    span = span or 1.0
+    with np.errstate(invalid="ignore"):
+        diff = np.where(same, 0.0, np.abs(g - w))
+    largest = float(np.nanmax(diff)) if diff.size else 0.0
+    return largest, largest / span
 
 
 def _run(path: Path, feeds: Sequence[Mapping[str, np.ndarray]]) -> list[list[np.ndarray]]:
