@@ -5,14 +5,26 @@ from __future__ import annotations
 
 __all__ = ["convert"]
 
+import gc
 import time
 from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
 from rich.table import Table
 from rich.text import Text
 
+from onnxforge.api.compare import (
+    DEFAULT_ATOL,
+    DEFAULT_RTOL,
+    HALF_TOLERANCE,
+    compare_on_onnxruntime,
+    compare_within,
+    random_inputs,
+)
 from onnxforge.cli._app import (
     AllowCast,
     Durable,
@@ -24,12 +36,15 @@ from onnxforge.cli._app import (
     Quiet,
     Strict,
     begin,
+    clip,
     command,
     emit_json,
+    errors,
     fail_on_errors,
     guard_for,
     load_valid,
     model_name,
+    note,
     output_for,
     prepare_output,
     reading,
@@ -41,7 +56,8 @@ from onnxforge.cli._app import (
 )
 from onnxforge.cli._progress import LONG_WRITE, PassProgress, long_graph, progress
 from onnxforge.errors import AdapterError
-from onnxforge.io import write
+from onnxforge.io import load, save, write
+from onnxforge.ir import DType, TensorType
 from onnxforge.passes import (
     ConvertPrecisionPass,
     Pass,
@@ -54,6 +70,12 @@ from onnxforge.passes.convert_precision import DTYPES, HALVES
 
 WEIGHT_DTYPES = tuple(k for k, v in DTYPES.items() if v in HALVES)
 """What --weights stores float32 weights as."""
+WEIGHTS_TOLERANCE = 1e-3
+"""--check's default budget after --weights: only the weights are rounded (float16 keeps
+3.3 digits of each), every op computes in float32."""
+_FLOATS = frozenset({DType.FLOAT, *HALVES})
+CHECK_SEED = 1
+"""--check's inputs differ from the calibration's (seed 0): the proof is not the fit."""
 
 
 @command(
@@ -110,6 +132,29 @@ def convert(
             show_default=False,
         ),
     ] = None,
+    check: Annotated[
+        int,
+        typer.Option(
+            "--check",
+            metavar="N",
+            help="Compare the result with MODEL on N random input sets before writing: each "
+            "output's largest difference over its range, computed by onnxruntime and (after "
+            "--dtype or --weights) by onnx's reference evaluator in the result's own types; "
+            "past --tolerance is exit 1 and nothing is written. Default: 0 (no check).",
+            show_default=False,
+        ),
+    ] = 0,
+    tolerance: Annotated[
+        float | None,
+        typer.Option(
+            "--tolerance",
+            metavar="X",
+            help="--check's budget: the largest difference over each output's range. Default: "
+            f"{HALF_TOLERANCE:g} after --dtype, {WEIGHTS_TOLERANCE:g} after --weights, "
+            "onnxruntime's rounding (rtol 1e-4, atol 1e-5) after --opset alone.",
+            show_default=False,
+        ),
+    ] = None,
     output: OutputOption = None,
     in_place: InPlace = False,
     durable: Durable = False,
@@ -140,6 +185,11 @@ def convert(
     it (Resize's scales) and an op that has no such version stays float32 behind one Cast,
     mask fills float16 cannot hold are clamped to its lowest value, and an op whose epsilon it
     cannot hold stays float32 (both listed). --dtype float32 turns a half model back.
+
+    --check N proves the result before it is written: N random input sets through the
+    original and the result; after --dtype or --weights each output's largest difference
+    over its range must be within --tolerance (1e-2 for --dtype, 1e-3 for --weights), both as
+    onnxruntime computes the result and as onnx's reference evaluator does in its own types.
     """
     name = model_name(model)
     with fail_on_errors(name):
@@ -148,6 +198,12 @@ def convert(
         if in_place and dry_run:
             raise typer.BadParameter("--dry-run writes nothing", param_hint="'--in-place'")
         _check_options(opset, dtype, weights_as, dry_run)
+        if check < 0:
+            raise typer.BadParameter("must be 0 or more", param_hint="'--check'")
+        if tolerance is not None and not tolerance > 0:
+            raise typer.BadParameter("must be more than 0", param_hint="'--tolerance'")
+        if dry_run and check:
+            raise typer.BadParameter("--dry-run writes nothing to check", param_hint="'--check'")
         out = None if dry_run else output_for(model, output, in_place)
         json_out = report_output(as_json, out)
         begin(quiet=quiet, report=json_out)
@@ -205,34 +261,128 @@ def convert(
                 report["precision"] = _precision_json(precision, done)
             report["seconds"] = round(time.perf_counter() - start, 4)
             weights = sum(v.const.nbytes for v in loaded.graph.initializers if v.const is not None)
-            with progress(
-                f"writing {out.name}", expected_long=weights >= LONG_WRITE, total=weights
-            ) as step:
-                write(
-                    loaded,
-                    out,
-                    external_data=external_data,
-                    location=location,
-                    durable=durable,
-                    progress=step.bytes_written if step.shown else None,
-                    guard=guard_for(
+            guard = guard_for(
+                source,
+                name,
+                lambda m, instruments: PassManager(
+                    [
+                        ReplaceStaleTypesPass(strict=strict),
+                        *_passes(opset, allow_cast, dtype, weights_as, keep_io_types),
+                    ],
+                    instruments=instruments,
+                ).run(m),
+            )
+            report["ir_version"] = {"before": ir_before, "after": loaded.ir_version}
+            if not check:
+                with progress(
+                    f"writing {out.name}", expected_long=weights >= LONG_WRITE, total=weights
+                ) as step:
+                    write(
+                        loaded,
+                        out,
+                        external_data=external_data,
+                        location=location,
+                        durable=durable,
+                        progress=step.bytes_written if step.shown else None,
+                        guard=guard,
+                    )
+            else:
+                budget = tolerance
+                if budget is None and precision is not None:
+                    budget = WEIGHTS_TOLERANCE if precision.weights_only else HALF_TOLERANCE
+                result_inputs = {
+                    v.name: DType(v.type.dtype).numpy
+                    for v in loaded.graph.inputs
+                    if isinstance(v.type, TensorType) and v.type.dtype in _FLOATS
+                }
+                with out.staging() as staged:
+                    save(
+                        loaded,
+                        staged,
+                        external_data=False if out.streamed else external_data,
+                        location=location,
+                        durable=durable,
+                        guard=guard,
+                    )
+                    del loaded
+                    gc.collect()
+                    report["check"] = _check(
                         source,
                         name,
-                        lambda m, instruments: PassManager(
-                            [
-                                ReplaceStaleTypesPass(strict=strict),
-                                *_passes(opset, allow_cast, dtype, weights_as, keep_io_types),
-                            ],
-                            instruments=instruments,
-                        ).run(m),
-                    ),
-                )
-            report["ir_version"] = {"before": ir_before, "after": loaded.ir_version}
+                        staged,
+                        runs=check,
+                        tolerance=budget,
+                        result_inputs=result_inputs,
+                        precision=precision is not None,
+                        bfloat16="bfloat16" in (dtype, weights_as),
+                    )
+                    out.publish(staged, location)
+                report["checked_input_sets"] = check
             report["stats"] = dict(sorted(stats.items()))
         if json_out is not None:
             emit_json(report, json_out)
         if session.tables:
             _print_summary(report)
+
+
+def _check(
+    source: Path,
+    name: str,
+    staged: Path,
+    *,
+    runs: int,
+    tolerance: float | None,
+    result_inputs: Mapping[str, np.dtype],
+    precision: bool,
+    bfloat16: bool,
+) -> list[dict[str, Any]]:
+    """--check: the staged result against the original on ``runs`` random input sets. After
+    a precision conversion, each output's largest difference over its range, by onnxruntime
+    and by the reference evaluator, must be within ``tolerance``; after --opset alone,
+    onnxruntime's outputs must agree to its rounding. Past it: exit 1, nothing written."""
+    with progress(f"checking ({runs} input sets)", expected_long=True):
+        original = load(source)
+        feeds = random_inputs(original, runs, seed=CHECK_SEED)
+        names = [v.name for v in original.graph.outputs]
+        before = {
+            v.name: DType(v.type.dtype).numpy
+            for v in original.graph.inputs
+            if isinstance(v.type, TensorType)
+        }
+        del original
+        changed = {k: t for k, t in result_inputs.items() if before.get(k) != t}
+        if not precision:
+            rtol = DEFAULT_RTOL if tolerance is None else tolerance
+            atol = DEFAULT_ATOL if tolerance is None else tolerance
+            problems = compare_on_onnxruntime(source, staged, feeds, names, rtol=rtol, atol=atol)
+            found: list[dict[str, Any]] = [
+                {"judge": "onnxruntime", "problem": p} for p in problems
+            ]
+        else:
+            assert tolerance is not None
+            measured = compare_within(source, staged, feeds, names, input_dtypes=changed)
+            found = [e.to_json() for e in measured]
+            problems = []
+            for e in measured:
+                if e.problem is not None and e.judge == "onnxruntime" and not bfloat16:
+                    problems.append(f"onnxruntime cannot run the result: {e.problem}")
+                elif e.problem is not None:  # onnxruntime's CPU lacks most bfloat16 kernels
+                    note(f"{name}: --check: {e.judge} cannot run the result: {e.problem}")
+                elif e.relative > tolerance:
+                    problems.append(
+                        f"output {e.output!r} ({e.judge}): largest difference {e.largest:.3g}, "
+                        f"{e.relative:.3g} of its range, past --tolerance {tolerance:g}"
+                    )
+            if all(e.problem is not None for e in measured):
+                problems.append("no judge could run the result")
+    if problems:
+        for line in problems:
+            errors.print(clip(f"{name}: {line}"), markup=False)
+        errors.print(
+            f"{name}: the result differs from the original; nothing written", markup=False
+        )
+        raise typer.Exit(code=1)
+    return found
 
 
 def _check_options(

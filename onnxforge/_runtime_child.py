@@ -27,8 +27,10 @@ from typing import Any
 
 import numpy as np
 
-RUNTIMES = ("onnxruntime", "onnxruntime-unoptimized", "openvino")
-"""onnxruntime-unoptimized: graph optimizations off, so its fusions cannot hide a difference."""
+RUNTIMES = ("onnxruntime", "onnxruntime-unoptimized", "openvino", "reference")
+"""onnxruntime-unoptimized: graph optimizations off, so its fusions cannot hide a difference.
+reference: onnx's ReferenceEvaluator, numpy computing in each value's own type (a float16
+model in float16 throughout, as a GPU does; onnxruntime's CPU widens some half ops)."""
 
 
 # -- the child ----------------------------------------------------------------------------------
@@ -80,6 +82,40 @@ def _openvino(
     return {"ok": True, "outputs": len(compiled.outputs)}, outputs
 
 
+def _reference(
+    model: str, sets: list[dict[str, np.ndarray]]
+) -> tuple[dict[str, Any], list[np.ndarray]]:
+    # the child imports no onnxforge: onnx is the runtime here, as onnxruntime is above
+    import onnx  # noqa: TID251
+    from onnx.reference import ReferenceEvaluator  # noqa: TID251
+
+    try:
+        proto = onnx.load(model)
+        session = ReferenceEvaluator(proto)
+    except Exception as exc:  # noqa: BLE001
+        return {"ok": False, "stage": "load", "error": _one_line(exc)}, []
+    wanted = {
+        v.name: onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)
+        for v in proto.graph.input
+        if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type
+    }
+    outputs: list[np.ndarray] = []
+    try:
+        for feeds in sets:
+            given = {k: v.astype(wanted.get(k, v.dtype)) for k, v in feeds.items()}
+            for made in session.run(None, given):
+                out = np.asarray(made)
+                # npz has no bfloat16 (nor float8): the parent gets what they hold, widened
+                outputs.append(
+                    out.astype(np.float32)
+                    if out.dtype.kind == "V" or out.dtype.name.startswith(("bfloat", "float8"))
+                    else out
+                )
+    except Exception as exc:  # noqa: BLE001
+        return {"ok": False, "stage": "run", "error": _one_line(exc)}, []
+    return {"ok": True, "outputs": len(proto.graph.output)}, outputs
+
+
 def main(argv: list[str]) -> int:
     runtime, model, folder = argv[0], argv[1], Path(argv[2])
     spec = json.loads((folder / "inputs.json").read_text(encoding="utf-8"))
@@ -92,6 +128,8 @@ def main(argv: list[str]) -> int:
     ]
     if runtime == "openvino":
         result, outputs = _openvino(model, sets)
+    elif runtime == "reference":
+        result, outputs = _reference(model, sets)
     else:
         result, outputs = _onnxruntime(model, sets, optimized=runtime == "onnxruntime")
     if result["ok"]:

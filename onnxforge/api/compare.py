@@ -8,7 +8,9 @@ __all__ = [
     "DEFAULT_RTOL",
     "HALF_TOLERANCE",
     "MAX_INPUT_ELEMENTS",
+    "OutputError",
     "compare_on_onnxruntime",
+    "compare_within",
     "random_inputs",
     "range_error",
 ]
@@ -18,6 +20,7 @@ import logging
 import math
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -108,18 +111,81 @@ def range_error(want: np.ndarray, got: np.ndarray) -> tuple[float, float]:
     return largest, largest / span
 
 
-def _run(path: Path, feeds: Sequence[Mapping[str, np.ndarray]]) -> list[list[np.ndarray]]:
+def _run(
+    path: Path, feeds: Sequence[Mapping[str, np.ndarray]], runtime: str = "onnxruntime-unoptimized"
+) -> list[list[np.ndarray]]:
     """The model's outputs for every input set, from a child process (see _runtime_child)."""
-    if importlib.util.find_spec("onnxruntime") is None:
+    if runtime.startswith("onnxruntime") and importlib.util.find_spec("onnxruntime") is None:
         raise OnnxForgeError(
             "--check runs the models on onnxruntime, which is not installed "
             "(pip install onnxruntime)"
         )
     with tempfile.TemporaryDirectory(prefix="onnxforge-compare-") as folder:
-        done = run_in_child("onnxruntime-unoptimized", path, feeds, Path(folder))
+        done = run_in_child(runtime, path, feeds, Path(folder))
     if done.error is not None:
         raise OnnxForgeError(f"{path}: {done.error}")
     return done.outputs
+
+
+@dataclass(frozen=True)
+class OutputError:
+    """One output's largest difference from the original over every input set, as one judge
+    computed the converted model (``range_error``); ``problem``: why that judge could not."""
+
+    judge: str
+    output: str
+    largest: float = 0.0
+    relative: float = 0.0
+    problem: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        found: dict[str, object] = {"judge": self.judge, "output": self.output}
+        if self.problem is not None:
+            return {**found, "problem": self.problem}
+        return {**found, "max_abs": self.largest, "max_relative_to_range": self.relative}
+
+
+JUDGES = {
+    "onnxruntime": "onnxruntime-unoptimized",
+    "reference": "reference",
+}
+"""Who computes the converted model in compare_within: onnxruntime (what users run; its CPU
+widens some half ops to float32) and onnx's reference evaluator (numpy in each value's own
+type, as a GPU computes in half)."""
+
+
+def compare_within(
+    original: Path,
+    result: Path,
+    feeds: Sequence[Mapping[str, np.ndarray]],
+    output_names: Sequence[str],
+    *,
+    input_dtypes: Mapping[str, np.dtype] | None = None,
+    judges: Sequence[str] = tuple(JUDGES),
+) -> list[OutputError]:
+    """Each output's largest difference (``range_error``) between the original on
+    onnxruntime and the result as each judge computes it; a judge that cannot load or run
+    the result gives one OutputError with its ``problem`` instead. ``input_dtypes``: the
+    result's input types where they differ from the original's (--no-keep-io-types)."""
+    want = _run(original, feeds)
+    given = [
+        {k: v.astype((input_dtypes or {}).get(k, v.dtype)) for k, v in s.items()} for s in feeds
+    ]
+    found: list[OutputError] = []
+    for judge in judges:
+        try:
+            got = _run(result, given, JUDGES[judge])
+        except OnnxForgeError as exc:
+            found.append(OutputError(judge, "*", problem=str(exc).split(": ", 1)[-1]))
+            continue
+        worst: dict[str, tuple[float, float]] = {}
+        for w_outs, g_outs in zip(want, got, strict=True):
+            for name, w, g in zip(output_names, w_outs, g_outs, strict=True):
+                largest, relative = range_error(w, g)
+                before = worst.get(name, (0.0, 0.0))
+                worst[name] = (max(before[0], largest), max(before[1], relative))
+        found += [OutputError(judge, n, *worst[n]) for n in output_names if n in worst]
+    return found
 
 
 def compare_on_onnxruntime(

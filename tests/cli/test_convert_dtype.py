@@ -195,6 +195,8 @@ def test_weights_float16_halves_the_weights_and_computes_in_float32(tmp_path: Pa
         (["--weights", "int8"], "one of float16, bfloat16"),
         (["--dtype", "float16", "--weights", "float16"], "--weights keeps every op"),
         (["--dtype", "float16", "--opset", "18", "--dry-run"], "--dry-run plans --opset only"),
+        (["--dtype", "float16", "--check", "-1"], "must be 0 or more"),
+        (["--dtype", "float16", "--check", "2", "--tolerance", "0"], "must be more than 0"),
     ],
 )
 def test_usage_errors_are_exit_2_and_write_nothing(
@@ -226,3 +228,74 @@ def test_weights_bfloat16_before_opset_13_is_exit_1_naming_the_file_and_weight(
     assert f"error: {path}: weight 'w2' cannot be stored as bfloat16" in result.stderr
     assert "Cast-9 input 'input' does not allow element type 16" in result.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("args", "budget"), [
+    (["--dtype", "float16"], HALF_TOLERANCE),
+    (["--weights", "float16"], 1e-3),
+    (["--dtype", "bfloat16"], HALF_TOLERANCE),
+])  # fmt: skip
+def test_check_measures_each_output_on_both_judges_within_the_budget(
+    tmp_path: Path, args: list[str], budget: float
+) -> None:
+    path = _write(tmp_path)
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(
+        app, ["convert", str(path), *args, "--check", "3", "-o", str(out), "--json", "-"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["checked_input_sets"] == 3
+    by_judge = {e["judge"]: e for e in report["check"]}
+    reference = by_judge["reference"]  # numpy in the result's own types
+    assert reference["output"] == "y" and 0 < reference["max_relative_to_range"] <= budget
+    ort = by_judge["onnxruntime"]
+    if args[1] == "bfloat16":  # onnxruntime's CPU has no bfloat16 MatMul: a note, not a fail
+        assert "cannot run the result" in result.stderr and "problem" in ort
+    else:
+        assert 0 < ort["max_relative_to_range"] <= budget
+    assert out.exists()
+
+
+def test_check_past_the_tolerance_is_exit_1_naming_the_output_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    path = _write(tmp_path)
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(
+        app,
+        ["convert", str(path), "--dtype", "float16", "--check", "2", "--tolerance", "1e-7",
+         "-o", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 1
+    message = " ".join(result.stderr.split())
+    assert "output 'y' (onnxruntime): largest difference" in message
+    assert "past --tolerance 1e-07" in message
+    assert "the result differs from the original; nothing written" in message
+    assert not out.exists()
+
+
+def test_check_after_an_opset_conversion_holds_it_to_onnxruntime_rounding(
+    tmp_path: Path,
+) -> None:
+    proto = parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 11]>
+        g (float[2,8] x) => (float[2,4] y) {
+            h = MatMul (x, w2)
+            h3 = Unsqueeze <axes = [0]> (h)
+            y = Squeeze <axes = [0]> (h3)
+        }"""
+    )
+    proto.graph.initializer.append(
+        numpy_helper.from_array(np.arange(32, dtype=np.float32).reshape(8, 4), "w2")
+    )
+    path = tmp_path / "old.onnx"
+    onnx.save(proto, path)
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(
+        app, ["convert", str(path), "--opset", "13", "--check", "2", "-o", str(out), "--json", "-"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["checked_input_sets"] == 2 and report["check"] == []
+    assert {n.op_type: len(n.input) for n in onnx.load(out).graph.node}["Squeeze"] == 2
