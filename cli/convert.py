@@ -8,22 +8,14 @@ __all__ = ["convert"]
 import gc
 import time
 from collections import Counter
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.table import Table
 from rich.text import Text
 
 from onnxforge.api.compare import (
-    DEFAULT_ATOL,
-    DEFAULT_RTOL,
     HALF_TOLERANCE,
-    compare_on_onnxruntime,
-    compare_within,
-    random_inputs,
 )
 from onnxforge.cli._app import (
     AllowCast,
@@ -36,15 +28,12 @@ from onnxforge.cli._app import (
     Quiet,
     Strict,
     begin,
-    clip,
     command,
     emit_json,
-    errors,
     fail_on_errors,
     guard_for,
     load_valid,
     model_name,
-    note,
     output_for,
     prepare_output,
     reading,
@@ -54,10 +43,10 @@ from onnxforge.cli._app import (
     warn_stale,
     writing,
 )
+from onnxforge.cli._check_result import WEIGHTS_TOLERANCE, check_result, float_inputs
 from onnxforge.cli._progress import LONG_WRITE, PassProgress, long_graph, progress
 from onnxforge.errors import AdapterError
-from onnxforge.io import load, save, write
-from onnxforge.ir import DType, TensorType
+from onnxforge.io import save, write
 from onnxforge.passes import (
     ConvertPrecisionPass,
     Pass,
@@ -70,12 +59,6 @@ from onnxforge.passes.convert_precision import DTYPES, HALVES
 
 WEIGHT_DTYPES = tuple(k for k, v in DTYPES.items() if v in HALVES)
 """What --weights stores float32 weights as."""
-WEIGHTS_TOLERANCE = 1e-3
-"""--check's default budget after --weights: only the weights are rounded (float16 keeps
-3.3 digits of each), every op computes in float32."""
-_FLOATS = frozenset({DType.FLOAT, *HALVES})
-CHECK_SEED = 1
-"""--check's inputs differ from the calibration's (seed 0): the proof is not the fit."""
 
 
 @command(
@@ -121,6 +104,16 @@ def convert(
             show_default=False,
         ),
     ] = True,
+    keep_float32: Annotated[
+        str,
+        typer.Option(
+            "--keep-float32",
+            metavar="OPS",
+            help="With --dtype: comma-separated node names, output names or op types that "
+            "stay float32. Default: none beyond what the conversion finds.",
+            show_default=False,
+        ),
+    ] = "",
     weights_as: Annotated[
         str | None,
         typer.Option(
@@ -198,6 +191,9 @@ def convert(
         if in_place and dry_run:
             raise typer.BadParameter("--dry-run writes nothing", param_hint="'--in-place'")
         _check_options(opset, dtype, weights_as, dry_run)
+        keep = [n.strip() for n in keep_float32.split(",") if n.strip()]
+        if keep and dtype is None:
+            raise typer.BadParameter("needs --dtype", param_hint="'--keep-float32'")
         if check < 0:
             raise typer.BadParameter("must be 0 or more", param_hint="'--check'")
         if tolerance is not None and not tolerance > 0:
@@ -218,7 +214,7 @@ def convert(
             source_opset = imports.get("", imports.get("ai.onnx"))
             ir_before = loaded.ir_version
             converter = None if opset is None else ConvertOpsetPass(opset, allow_cast=allow_cast)
-            precision = _precision_pass(dtype, weights_as, keep_io_types)
+            precision = _precision_pass(dtype, weights_as, keep_io_types, keep)
             start = time.perf_counter()
             stale = ReplaceStaleTypesPass(strict=strict)(loaded).details.get("stale_types", [])
             warn_stale(name, stale)
@@ -267,7 +263,7 @@ def convert(
                 lambda m, instruments: PassManager(
                     [
                         ReplaceStaleTypesPass(strict=strict),
-                        *_passes(opset, allow_cast, dtype, weights_as, keep_io_types),
+                        *_passes(opset, allow_cast, precision),
                     ],
                     instruments=instruments,
                 ).run(m),
@@ -287,14 +283,7 @@ def convert(
                         guard=guard,
                     )
             else:
-                budget = tolerance
-                if budget is None and precision is not None:
-                    budget = WEIGHTS_TOLERANCE if precision.weights_only else HALF_TOLERANCE
-                result_inputs = {
-                    v.name: DType(v.type.dtype).numpy
-                    for v in loaded.graph.inputs
-                    if isinstance(v.type, TensorType) and v.type.dtype in _FLOATS
-                }
+                result_inputs = float_inputs(loaded)
                 with out.staging() as staged:
                     save(
                         loaded,
@@ -306,15 +295,14 @@ def convert(
                     )
                     del loaded
                     gc.collect()
-                    report["check"] = _check(
+                    report["check"] = check_result(
                         source,
                         name,
                         staged,
                         runs=check,
-                        tolerance=budget,
+                        tolerance=tolerance,
                         result_inputs=result_inputs,
-                        precision=precision is not None,
-                        bfloat16="bfloat16" in (dtype, weights_as),
+                        precision=dtype or ("weights" if weights_as else None),
                     )
                     out.publish(staged, location)
                 report["checked_input_sets"] = check
@@ -323,66 +311,6 @@ def convert(
             emit_json(report, json_out)
         if session.tables:
             _print_summary(report)
-
-
-def _check(
-    source: Path,
-    name: str,
-    staged: Path,
-    *,
-    runs: int,
-    tolerance: float | None,
-    result_inputs: Mapping[str, np.dtype],
-    precision: bool,
-    bfloat16: bool,
-) -> list[dict[str, Any]]:
-    """--check: the staged result against the original on ``runs`` random input sets. After
-    a precision conversion, each output's largest difference over its range, by onnxruntime
-    and by the reference evaluator, must be within ``tolerance``; after --opset alone,
-    onnxruntime's outputs must agree to its rounding. Past it: exit 1, nothing written."""
-    with progress(f"checking ({runs} input sets)", expected_long=True):
-        original = load(source)
-        feeds = random_inputs(original, runs, seed=CHECK_SEED)
-        names = [v.name for v in original.graph.outputs]
-        before = {
-            v.name: DType(v.type.dtype).numpy
-            for v in original.graph.inputs
-            if isinstance(v.type, TensorType)
-        }
-        del original
-        changed = {k: t for k, t in result_inputs.items() if before.get(k) != t}
-        if not precision:
-            rtol = DEFAULT_RTOL if tolerance is None else tolerance
-            atol = DEFAULT_ATOL if tolerance is None else tolerance
-            problems = compare_on_onnxruntime(source, staged, feeds, names, rtol=rtol, atol=atol)
-            found: list[dict[str, Any]] = [
-                {"judge": "onnxruntime", "problem": p} for p in problems
-            ]
-        else:
-            assert tolerance is not None
-            measured = compare_within(source, staged, feeds, names, input_dtypes=changed)
-            found = [e.to_json() for e in measured]
-            problems = []
-            for e in measured:
-                if e.problem is not None and e.judge == "onnxruntime" and not bfloat16:
-                    problems.append(f"onnxruntime cannot run the result: {e.problem}")
-                elif e.problem is not None:  # onnxruntime's CPU lacks most bfloat16 kernels
-                    note(f"{name}: --check: {e.judge} cannot run the result: {e.problem}")
-                elif e.relative > tolerance:
-                    problems.append(
-                        f"output {e.output!r} ({e.judge}): largest difference {e.largest:.3g}, "
-                        f"{e.relative:.3g} of its range, past --tolerance {tolerance:g}"
-                    )
-            if all(e.problem is not None for e in measured):
-                problems.append("no judge could run the result")
-    if problems:
-        for line in problems:
-            errors.print(clip(f"{name}: {line}"), markup=False)
-        errors.print(
-            f"{name}: the result differs from the original; nothing written", markup=False
-        )
-        raise typer.Exit(code=1)
-    return found
 
 
 def _check_options(
@@ -407,23 +335,24 @@ def _check_options(
 
 
 def _precision_pass(
-    dtype: str | None, weights: str | None, keep_io_types: bool
+    dtype: str | None, weights: str | None, keep_io_types: bool, keep: list[str]
 ) -> ConvertPrecisionPass | None:
     if dtype is not None:
-        return ConvertPrecisionPass(dtype, keep_io_types=keep_io_types)
+        return ConvertPrecisionPass(dtype, keep_io_types=keep_io_types, keep_float32=keep)
     if weights is not None:
         return ConvertPrecisionPass(weights, weights_only=True)
     return None
 
 
 def _passes(
-    opset: int | None, allow_cast: bool, dtype: str | None, weights: str | None, keep: bool
+    opset: int | None,
+    allow_cast: bool,
+    precision: ConvertPrecisionPass | None,
 ) -> list[Pass]:
     """What the command runs after replace-stale-types (the guard runs them again)."""
     found: list[Pass] = []
     if opset is not None:
         found.append(ConvertOpsetPass(opset, allow_cast=allow_cast))
-    precision = _precision_pass(dtype, weights, keep)
     if precision is not None:
         found.append(precision)
     return found

@@ -8,7 +8,6 @@ __all__ = ["optimize"]
 import gc
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -19,12 +18,11 @@ from onnxforge.api._optimize import (
     DEFAULT_MAX_ITERATIONS,
     WEIGHTS,
     OptimizeOptions,
-    fix_input_shapes,
     for_toolchain,
     optimize_model,
     parse_input_shape,
 )
-from onnxforge.api.compare import compare_on_onnxruntime, random_inputs
+from onnxforge.api.compare import DEFAULT_ATOL, DEFAULT_RTOL, HALF_TOLERANCE
 from onnxforge.cli._app import (
     AllowCast,
     Durable,
@@ -38,10 +36,8 @@ from onnxforge.cli._app import (
     Quiet,
     Strict,
     begin,
-    clip,
     command,
     emit_json,
-    errors,
     fail_on_errors,
     guard_for,
     load_valid,
@@ -57,10 +53,12 @@ from onnxforge.cli._app import (
     warn_stale,
     writing,
 )
+from onnxforge.cli._check_result import check_result, float_inputs
 from onnxforge.cli._progress import LONG_WRITE, PassProgress, long_graph, progress
 from onnxforge.errors import OnnxForgeError
-from onnxforge.io import load, save, write
+from onnxforge.io import save, write
 from onnxforge.passes import DEFAULT_FOLD_LIMIT, PASSES
+from onnxforge.passes.convert_precision import DTYPES
 from onnxforge.passes.fold_constants import parse_size
 from onnxforge.summary import size_summary, summarize
 from onnxforge.toolchains import PROFILES
@@ -123,10 +121,22 @@ def optimize(
         typer.Option(
             metavar="N",
             help="Run original and result on N random input sets in onnxruntime; any "
-            "difference is exit 1 and nothing is written. Default: 0 (no check).",
+            "difference is exit 1 and nothing is written (with --dtype: past --tolerance, "
+            "also as onnx's reference evaluator computes the result). Default: 0 (no check).",
             show_default=False,
         ),
     ] = 0,
+    tolerance: Annotated[
+        float | None,
+        typer.Option(
+            "--tolerance",
+            metavar="X",
+            help="--check's budget: with --dtype, the largest difference over each output's "
+            f"range; else rtol and atol. Default: {HALF_TOLERANCE:g} with --dtype, else "
+            f"rtol {DEFAULT_RTOL:g} and atol {DEFAULT_ATOL:g}.",
+            show_default=False,
+        ),
+    ] = None,
     allow_cast: AllowCast = False,
     max_iterations: Annotated[
         int,
@@ -162,6 +172,27 @@ def optimize(
             show_default=False,
         ),
     ] = "as-is",
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--dtype",
+            metavar="TYPE",
+            help="Last, compute in float16 or bfloat16 where each op's schema allows it, as "
+            "onnxforge convert --dtype does (graph inputs and outputs keep their type). "
+            "Default: the model's.",
+            show_default=False,
+        ),
+    ] = None,
+    keep_float32: Annotated[
+        str,
+        typer.Option(
+            "--keep-float32",
+            metavar="OPS",
+            help="With --dtype: comma-separated node names, output names or op types that "
+            "stay float32. Default: none beyond what the conversion finds.",
+            show_default=False,
+        ),
+    ] = "",
     toolchain: Annotated[
         str | None,
         typer.Option(
@@ -196,6 +227,8 @@ def optimize(
         begin(quiet=quiet, report=json_out)
         if check < 0:
             raise typer.BadParameter("must be 0 or more", param_hint="'--check'")
+        if tolerance is not None and not tolerance > 0:
+            raise typer.BadParameter("must be more than 0", param_hint="'--tolerance'")
         try:
             shapes = dict(parse_input_shape(t) for t in input_shape or [])
         except OnnxForgeError as exc:
@@ -214,7 +247,13 @@ def optimize(
             strict=strict,
             toolchain=toolchain,
             weights=weights,
+            dtype=dtype,
+            keep_float32=_names(keep_float32),
         )
+        if dtype is not None and dtype not in DTYPES:
+            raise typer.BadParameter(f"one of {', '.join(DTYPES)}", param_hint="'--dtype'")
+        if keep_float32 and dtype is None:
+            raise typer.BadParameter("needs --dtype", param_hint="'--keep-float32'")
         if toolchain in PROFILES and PROFILES[toolchain].embedded and external_data is None:
             external_data = False
         if weights not in WEIGHTS:
@@ -294,9 +333,19 @@ def optimize(
                     # Unmap the source's weights before onnxruntime loads its own copies: a
                     # 2.3 GB model peaked at 2.4x its size with both resident (1.3x now, each
                     # model's session in its own child process).
+                    result_inputs = float_inputs(loaded)
                     del loaded
                     gc.collect()
-                    _check(source, name, staged, check=check, shapes=shapes)
+                    data["check"] = check_result(
+                        source,
+                        name,
+                        staged,
+                        runs=check,
+                        tolerance=tolerance,
+                        result_inputs=result_inputs,
+                        precision=dtype,
+                        shapes=shapes,
+                    )
                     out.publish(staged, location)
         if json_out is not None:
             emit_json(data, json_out)
@@ -315,28 +364,6 @@ def _unknown_passes(options: OptimizeOptions) -> None:
             "(onnxforge passes describes them)",
             param_hint="'--passes' / '--skip'",
         )
-
-
-def _check(
-    source: Path, name: str, staged: Path, *, check: int, shapes: dict[str, list[int]]
-) -> None:
-    """--check: compare the staged result with the original on onnxruntime; any difference
-    is exit 1, with nothing written."""
-    with progress(f"checking on onnxruntime ({check} input sets)", expected_long=True):
-        original = load(source)
-        if shapes:
-            fix_input_shapes(original, shapes)
-        feeds = random_inputs(original, check)
-        names = [v.name for v in original.graph.outputs]
-        del original
-        problems = compare_on_onnxruntime(source, staged, feeds, names)
-    if problems:
-        for line in problems:
-            errors.print(clip(f"{name}: {line}"), markup=False)
-        errors.print(
-            f"{name}: the result differs from the original; nothing written", markup=False
-        )
-        raise typer.Exit(code=1)
 
 
 def _print(data: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> None:

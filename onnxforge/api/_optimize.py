@@ -69,6 +69,9 @@ class OptimizeOptions:
     weights: str = "as-is"  # integer weights: as-is, dequantize-linear or float (WEIGHTS)
     # op type -> input ports that must be initializers: what computes them folds (--for)
     initializer_inputs: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    dtype: str | None = None  # float16, bfloat16 or float32: convert-precision, last
+    keep_io_types: bool = True
+    keep_float32: Collection[str] = ()  # node names, output names or op types
 
 
 def parse_input_shape(text: str) -> tuple[str, list[int]]:
@@ -247,6 +250,15 @@ def pipeline(options: OptimizeOptions, *, instruments: Sequence[Any] = ()) -> An
         stages.append(ConvertOpsetPass(options.opset, allow_cast=options.allow_cast))
     if group:
         stages.append(FixedPoint(group, max_iterations=options.max_iterations))
+    if options.dtype is not None:  # asked for by name: --passes and --skip do not drop it
+        # last: folding and cleanup work on float32 values, as the model was written
+        stages.append(
+            ConvertPrecisionPass(
+                options.dtype,
+                keep_io_types=options.keep_io_types,
+                keep_float32=options.keep_float32,
+            )
+        )
     stages.append(InferShapesPass())
     return PassManager(stages, verify_each=options.verify_each, instruments=instruments)
 
@@ -338,18 +350,23 @@ def convert(
     dtype: str | None = None,
     keep_io_types: bool = True,
     weights: str | None = None,
+    keep_float32: Collection[str] = (),
 ) -> Any:
     """The model converted to ``opset`` (an onnx.ModelProto), then to ``dtype`` ("float16",
     "bfloat16", or "float32" for a half model; graph inputs and outputs keep their type with
     ``keep_io_types``), or with its float32 weights stored as ``weights`` ("float16") behind
-    Casts; AdapterError lists every node that cannot be converted."""
+    Casts; AdapterError lists every node that cannot be converted. ``keep_float32``: node
+    names, output names or op types that stay float32 under ``dtype``."""
     if opset is None and dtype is None and weights is None:
         raise OnnxForgeError("convert: give opset, dtype or weights")
     model = _model(model_or_path)
     if opset is not None:
         convert_model(model, opset, allow_cast=allow_cast)
     if dtype is not None:
-        PassManager([ConvertPrecisionPass(dtype, keep_io_types=keep_io_types)]).run(model)
+        precision = ConvertPrecisionPass(
+            dtype, keep_io_types=keep_io_types, keep_float32=keep_float32
+        )
+        PassManager([precision]).run(model)
     if weights is not None:
         PassManager([ConvertPrecisionPass(weights, weights_only=True)]).run(model)
     return _proto(model)

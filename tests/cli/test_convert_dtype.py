@@ -299,3 +299,35 @@ def test_check_after_an_opset_conversion_holds_it_to_onnxruntime_rounding(
     report = json.loads(result.stdout)
     assert report["checked_input_sets"] == 2 and report["check"] == []
     assert {n.op_type: len(n.input) for n in onnx.load(out).graph.node}["Squeeze"] == 2
+
+
+def test_optimize_dtype_converts_last_and_its_check_holds_the_half_budget(
+    tmp_path: Path,
+) -> None:
+    path = _write(tmp_path)
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(
+        app,
+        ["optimize", str(path), "--dtype", "float16", "--keep-float32", "node0", "--check", "2",
+         "-o", str(out), "--json", "-"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [p["pass"] for p in report["passes"]][-2] == "convert-precision"
+    judged = {e["judge"]: e["max_relative_to_range"] for e in report["check"]}
+    assert 0 < judged["onnxruntime"] <= HALF_TOLERANCE
+    assert 0 < judged["reference"] <= HALF_TOLERANCE
+    converted = onnx.load(out)
+    types = {i.name: i.data_type for i in converted.graph.initializer}
+    assert types["w1"] == TensorProto.FLOAT  # node0's MatMul was asked to stay float32
+    assert types["w2"] == types["w3"] == TensorProto.FLOAT16
+    _close(run_onnxruntime(onnx.load(path), FEEDS), run_onnxruntime(converted, FEEDS), 1e-2)
+
+
+def test_optimize_keep_float32_needs_dtype(tmp_path: Path) -> None:
+    path = _write(tmp_path)
+    result = runner.invoke(
+        app, ["optimize", str(path), "--keep-float32", "node0", "-o", str(tmp_path / "o.onnx")]
+    )
+    assert result.exit_code == 2
+    assert "needs --dtype" in result.stderr

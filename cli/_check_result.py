@@ -1,0 +1,114 @@
+"""--check of `convert` and `optimize`: the staged result against the original before it is
+published, on random inputs; a difference past the budget is exit 1 with nothing written."""
+
+from __future__ import annotations
+
+__all__ = ["CHECK_SEED", "WEIGHTS_TOLERANCE", "check_result", "float_inputs"]
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import typer
+
+from onnxforge.api._optimize import fix_input_shapes
+from onnxforge.api.compare import (
+    DEFAULT_ATOL,
+    DEFAULT_RTOL,
+    HALF_TOLERANCE,
+    compare_on_onnxruntime,
+    compare_within,
+    random_inputs,
+)
+from onnxforge.cli._app import clip, errors, note
+from onnxforge.cli._progress import progress
+from onnxforge.io import load
+from onnxforge.ir import DType, Model, TensorType
+from onnxforge.passes.convert_precision import HALVES
+
+WEIGHTS_TOLERANCE = 1e-3
+"""--check's default budget after --weights: only the weights are rounded (float16 keeps
+3.3 digits of each), every op computes in float32."""
+CHECK_SEED = 1
+"""--check's inputs after a precision conversion differ from its calibration's (seed 0): the
+proof is not the fit."""
+_FLOATS = frozenset({DType.FLOAT, *HALVES})
+
+
+def float_inputs(model: Model) -> dict[str, np.dtype]:
+    """The numpy type of each float graph input (the result's, read before it is released:
+    with --no-keep-io-types they differ from the original's)."""
+    return {
+        v.name: DType(v.type.dtype).numpy
+        for v in model.graph.inputs
+        if isinstance(v.type, TensorType) and v.type.dtype in _FLOATS
+    }
+
+
+def check_result(
+    source: Path,
+    name: str,
+    staged: Path,
+    *,
+    runs: int,
+    tolerance: float | None,
+    result_inputs: Mapping[str, np.dtype],
+    precision: str | None = None,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+) -> list[dict[str, Any]]:
+    """--check: the staged result against the original on ``runs`` random input sets. After
+    a precision conversion (``precision``: "float16", "bfloat16" or "float32" for --dtype,
+    "weights" for --weights), each output's largest difference over its range, by
+    onnxruntime and by the reference evaluator, must be within ``tolerance`` (default
+    HALF_TOLERANCE, WEIGHTS_TOLERANCE after --weights); else onnxruntime's outputs must agree
+    to its rounding. Past it: exit 1, nothing written. Returns what was measured (json)."""
+    if tolerance is None and precision is not None:
+        tolerance = WEIGHTS_TOLERANCE if precision == "weights" else HALF_TOLERANCE
+    bfloat16 = precision == "bfloat16"
+    judges = "onnxruntime" if precision is None else "onnxruntime and the reference evaluator"
+    with progress(f"checking on {judges} ({runs} input sets)", expected_long=True):
+        original = load(source)
+        if shapes:
+            fix_input_shapes(original, shapes)
+        feeds = random_inputs(original, runs, seed=0 if precision is None else CHECK_SEED)
+        names = [v.name for v in original.graph.outputs]
+        before = {
+            v.name: DType(v.type.dtype).numpy
+            for v in original.graph.inputs
+            if isinstance(v.type, TensorType)
+        }
+        del original
+        changed = {k: t for k, t in result_inputs.items() if before.get(k) != t}
+        if precision is None:
+            rtol = DEFAULT_RTOL if tolerance is None else tolerance
+            atol = DEFAULT_ATOL if tolerance is None else tolerance
+            problems = compare_on_onnxruntime(source, staged, feeds, names, rtol=rtol, atol=atol)
+            found: list[dict[str, Any]] = [
+                {"judge": "onnxruntime", "problem": p} for p in problems
+            ]
+        else:
+            assert tolerance is not None
+            measured = compare_within(source, staged, feeds, names, input_dtypes=changed)
+            found = [e.to_json() for e in measured]
+            problems = []
+            for e in measured:
+                if e.problem is not None and e.judge == "onnxruntime" and not bfloat16:
+                    problems.append(f"onnxruntime cannot run the result: {e.problem}")
+                elif e.problem is not None:  # onnxruntime's CPU lacks most bfloat16 kernels
+                    note(f"{name}: --check: {e.judge} cannot run the result: {e.problem}")
+                elif e.relative > tolerance:
+                    problems.append(
+                        f"output {e.output!r} ({e.judge}): largest difference {e.largest:.3g}, "
+                        f"{e.relative:.3g} of its range, past --tolerance {tolerance:g}"
+                    )
+            if all(e.problem is not None for e in measured):
+                problems.append("no judge could run the result")
+    if problems:
+        for line in problems:
+            errors.print(clip(f"{name}: {line}"), markup=False)
+        errors.print(
+            f"{name}: the result differs from the original; nothing written", markup=False
+        )
+        raise typer.Exit(code=1)
+    return found
