@@ -61,7 +61,7 @@ from onnxforge.passes import DEFAULT_FOLD_LIMIT, PASSES
 from onnxforge.passes.convert_precision import DTYPES
 from onnxforge.passes.fold_constants import parse_size
 from onnxforge.summary import size_summary, summarize
-from onnxforge.toolchains import PROFILES
+from onnxforge.toolchains import PROFILES, dynamic_rank_notes
 
 
 def _names(text: str) -> list[str]:
@@ -290,6 +290,9 @@ def optimize(
                 if row.pass_name.strip() == "fold-constants":
                     folding.update(row.stats)
             explained = pin_defaults_note(folding, loaded)
+            rank_notes = []
+            if toolchain is not None and not shapes:
+                rank_notes = dynamic_rank_notes(PROFILES[toolchain], loaded)
             data = {
                 "file": name,
                 "output": out.name,
@@ -299,7 +302,7 @@ def optimize(
                 "passes": result.to_json(),
                 "before": size_summary(before),
                 "after": size_summary(after),
-                "notes": [explained] if explained else [],
+                "notes": ([explained] if explained else []) + rank_notes,
             }
             guard = guard_for(
                 source,
@@ -351,8 +354,8 @@ def optimize(
             emit_json(data, json_out)
         if session.tables:
             _print(data, before, after)
-        if explained is not None:
-            note(f"{name}: {explained}")
+        for line in ([explained] if explained else []) + rank_notes:
+            note(f"{name}: {line}")
 
 
 def _unknown_passes(options: OptimizeOptions) -> None:

@@ -6,12 +6,21 @@ listed as graph inputs (IR-3 zoo models) become constants (converters take every
 a runtime input: pnnx wants a shape for ``conv1_w_0``, onnx2torch a tensor), whether every input
 needs a static shape, whether integer weights stay DequantizeLinear or become float weights, and
 which op inputs it reads from initializers alone (a weight computed from constants is folded).
+Every toolchain but onnxruntime runs inference only: a Dropout exported in training mode
+becomes its input (OpenVINO 2026.4 refuses to convert it, MNN and pnnx ignore the flag).
 Each entry cites what it rests on; ``benchmarks/downstream.py`` measures the result.
 """
 
 from __future__ import annotations
 
-__all__ = ["PROFILES", "Profile", "check_static_shapes", "choose_opset", "profile"]
+__all__ = [
+    "PROFILES",
+    "Profile",
+    "check_static_shapes",
+    "choose_opset",
+    "dynamic_rank_notes",
+    "profile",
+]
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -78,6 +87,9 @@ class Profile:
     ops: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     # op type -> the input ports the converter reads from initializers alone
     initializer_inputs: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    # an inference toolchain: a Dropout whose constant training flag is on is its input
+    dropout_as_inference: bool = True
+    static_rank: bool = False  # refuses an If whose branches make different ranks
 
     def changes(self, *, opset: bool = True) -> list[str]:
         """What the profile does to a model, one line each (``onnxforge passes --for``);
@@ -97,6 +109,8 @@ class Profile:
         if self.initializer_inputs:
             ops = ", ".join(sorted(self.initializer_inputs))
             lines.append(f"folds weights computed from constants for {ops}, whatever their size")
+        if self.dropout_as_inference:
+            lines.append("computes a Dropout left in training mode as inference does (its input)")
         if self.weights == "float":
             lines.append("folds integer weights and their DequantizeLinear to float weights")
         elif self.weights == "dequantize-linear":
@@ -111,12 +125,16 @@ PROFILES: dict[str, Profile] = {
             "onnxruntime",
             "the default: nothing beyond optimize (initializer inputs stay overridable)",
             pin_defaults=False,
+            dropout_as_inference=False,  # onnxruntime computes training-mode Dropout
         ),
         Profile(
             "openvino",
             "OpenVINO convert_model: takes opsets up to 25 (measured with 2026.4); int8 weights "
             "as DequantizeLinear, which it keeps compressed (same outputs as Cast -> Mul in f32)",
             weights="dequantize-linear",
+            # "CPU plug-in doesn't support If operation with dynamic rank": torch's squeeze of
+            # a dim that is 1 unless the input is empty, If(dim == 1, Squeeze, Identity)
+            static_rank=True,
         ),
         Profile(
             "ncnn",
@@ -242,3 +260,42 @@ def check_static_shapes(p: Profile, model: Model, given: Mapping[str, object]) -
             f"{p.name} needs static input shapes; give --input-shape NAME=D1,D2,... for: "
             + "; ".join(missing)
         )
+
+
+def dynamic_rank_notes(p: Profile, model: Model) -> list[str]:
+    """For a toolchain that needs a static rank: each If whose branches make outputs of
+    different ranks, and what fixes it. The rank follows the input's shape, so the If stays
+    (assuming the dim is never 0 would break the model on empty inputs, as onnxslim's
+    output does); a static --input-shape folds it."""
+    if not p.static_rank:
+        return []
+    dynamic = [
+        v.name
+        for v in model.graph.inputs
+        if v.const is None
+        and isinstance(v.type, TensorType)
+        and (v.type.shape is None or not all(isinstance(d, int) for d in v.type.shape))
+    ]
+    found = []
+    for _, op in model.ops():
+        if op.op_type != "If" or op.domain not in ("", "ai.onnx"):
+            continue
+        branches = list(op.subgraphs())
+        for k in range(len(op._outputs)):
+            ranks = set()
+            for body in branches:
+                t = body.outputs[k].type if k < len(body.outputs) else None
+                shape = t.shape if isinstance(t, TensorType) else None
+                ranks.add(None if shape is None else len(shape))
+            if len(ranks) > 1:
+                shown = " or ".join(
+                    "unknown" if r is None else str(r)
+                    for r in sorted(ranks, key=lambda r: -1 if r is None else r)
+                )
+                found.append(
+                    f"If {op.name or op.op_type!r} makes rank {shown} as the input's shape says; "
+                    f"{p.name} needs one rank: give --input-shape NAME=D1,D2,... for "
+                    + (", ".join(dynamic) or "the inputs")
+                )
+                break
+    return found

@@ -36,7 +36,8 @@ class EliminateIdentityPass(Pass):
     """Remove ``y = op(x, ...)`` where y always equals x, and make y's readers read x.
 
     1. Identity; Dropout in inference mode (before 7 with is_test=1, from 12 with
-       training_mode absent or a constant false) whose mask nobody reads.
+       training_mode absent or a constant false, or a constant ratio of 0) whose mask nobody
+       reads.
     2. Cast (CastLike) to x's own dtype.
     3. Reshape, Expand, Squeeze, Unsqueeze, Flatten, Tile whose output shape is provably x's
        (static dims, or the same symbols), or whose constant operand says so: Reshape to
@@ -95,6 +96,10 @@ def _dropout(graph: Graph, op: Op, version: int) -> Value | None:
     mask = op._outputs[1] if len(op._outputs) > 1 else None
     if mask is not None and graph.is_used(mask):
         return None
+    if version >= 12 and len(op._inputs) > 1 and op._inputs[1] is not None:
+        ratio = constant(op._inputs[1])
+        if ratio is not None and ratio.size == 1 and float(ratio.reshape(-1)[0]) == 0.0:
+            return op._inputs[0]  # drops nothing and scales by 1/(1 - 0), training or not
     if version < 7 and not op.attr("is_test", 0):
         return None  # training mode
     if version >= 12 and len(op._inputs) > 2 and op._inputs[2] is not None:

@@ -7,6 +7,7 @@ __all__ = [
     "DEFAULT_MAX_ITERATIONS",
     "OptimizeOptions",
     "convert",
+    "dropout_as_inference",
     "fix_input_shapes",
     "fold",
     "infer",
@@ -40,6 +41,8 @@ from onnxforge.passes import (
     cleanup_passes,
     fold_pipeline,
 )
+from onnxforge.passes._infra import node_label
+from onnxforge.passes._rewrite import constant, graphs_with_opset, since
 from onnxforge.passes.convert import convert as convert_model
 from onnxforge.passes.convert import find_adapter
 from onnxforge.passes.fold_constants import QUANTIZATION
@@ -69,6 +72,7 @@ class OptimizeOptions:
     weights: str = "as-is"  # integer weights: as-is, dequantize-linear or float (WEIGHTS)
     # op type -> input ports that must be initializers: what computes them folds (--for)
     initializer_inputs: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    dropout_as_inference: bool = False  # training-mode Dropout made inference's identity (--for)
     dtype: str | None = None  # float16, bfloat16 or float32: convert-precision, last
     keep_io_types: bool = True
     keep_float32: Collection[str] = ()  # node names, output names or op types
@@ -130,6 +134,30 @@ def pin_input_defaults(model: Model) -> int:
     return len(pinned)
 
 
+def dropout_as_inference(model: Model) -> list[str]:
+    """Make every Dropout whose constant training flag is on (training_mode true from
+    version 12, is_test 0 before 7) compute as inference does, its input unchanged (then
+    eliminate-identity removes it): what an inference toolchain means by it (MNN and pnnx
+    ignore the flag, OpenVINO refuses to convert it; exporters write it for a model left in
+    training mode). A flag that is a graph input stays the caller's. Returns the nodes."""
+    changed = []
+    for graph, opset in graphs_with_opset(model):
+        for op in graph.ops:
+            version = since(op, opset) if op.op_type == "Dropout" else None
+            if version is None or op.domain not in ("", "ai.onnx"):
+                continue
+            if version < 7 and not op.attr("is_test", 0):
+                op.attrs["is_test"] = 1
+                graph.touch(op)
+                changed.append(node_label(op))
+            elif version >= 12 and len(op._inputs) > 2 and op._inputs[2] is not None:
+                mode = constant(op._inputs[2])
+                if mode is not None and mode.size == 1 and bool(mode.reshape(-1)[0]):
+                    graph.set_input(op, 2, None)
+                    changed.append(node_label(op))
+    return changed
+
+
 WEIGHTS = {
     "as-is": "integer weights stay as the model computes them (Cast -> Mul stays)",
     "dequantize-linear": "Cast(int8 weight) -> Mul(scale) becomes one DequantizeLinear",
@@ -156,6 +184,7 @@ def for_toolchain(options: OptimizeOptions, model: Model) -> OptimizeOptions:
         pin_defaults=options.pin_defaults or p.pin_defaults,
         weights=p.weights if options.weights == "as-is" else options.weights,
         initializer_inputs={**p.initializer_inputs, **options.initializer_inputs},
+        dropout_as_inference=options.dropout_as_inference or p.dropout_as_inference,
     )
 
 
@@ -283,6 +312,8 @@ def optimize_model(
         pin_input_defaults(model)
     if options.input_shapes:
         fix_input_shapes(model, options.input_shapes)
+    if options.dropout_as_inference:
+        dropout_as_inference(model)
     declared = {v for g in model.graphs() for v in g.values() if v.type is not None}
     report = pipeline(options, instruments=instruments).run(model)
     if not options.value_info:

@@ -175,6 +175,95 @@ def test_openvino_computes_what_onnxruntime_does_on_the_profile_output(tmp_path:
         np.testing.assert_allclose(got[i], want, rtol=1e-4, atol=1e-5)
 
 
+def test_a_dropout_left_in_training_mode_is_inference_for_every_toolchain_but_onnxruntime(
+    tmp_path: Path,
+) -> None:
+    """torch's dynamo exporter writes Dropout(x, 0.1, training_mode=True) for a model left in
+    train(): OpenVINO refuses to convert it; onnxruntime computes it (randomly)."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Dropout", ["x", "ratio", "on"], ["d"]),
+            helper.make_node("Relu", ["d"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 16])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        initializer=[
+            numpy_helper.from_array(np.array(0.1, np.float32), "ratio"),
+            numpy_helper.from_array(np.array(True), "on"),
+        ],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    kept, result = _optimize(tmp_path, proto, "--for", "onnxruntime")
+    assert result.exit_code == 0, result.output
+    assert [n.op_type for n in onnx.load(kept).graph.node] == ["Dropout", "Relu"]
+    out, result = _optimize(tmp_path, proto, "--for", "openvino")
+    assert result.exit_code == 0, result.output
+    assert "a Dropout left in training mode as inference does" in result.stderr
+    assert [n.op_type for n in onnx.load(out).graph.node] == ["Relu"]
+    x = RNG.standard_normal((3, 16)).astype(np.float32)
+    np.testing.assert_array_equal(_run(out, {"x": x})[0], np.maximum(x, 0))
+    ov = pytest.importorskip("openvino")
+    with pytest.raises(Exception, match="Dropout"):  # why the profile does it
+        ov.convert_model(str(tmp_path / "in.onnx"))
+    got = ov.compile_model(ov.convert_model(str(out)), "CPU")({"x": x})
+    np.testing.assert_allclose(got[0], np.maximum(x, 0), rtol=0, atol=0)
+
+
+def _squeeze_if_one() -> onnx.ModelProto:
+    """torch's x.squeeze(1) of a dynamic dim: If(dim 1 of x[:, 0:1] == 1, Squeeze, Identity),
+    rank 2 or 3: the dim is 0 when x is empty (onnxslim folds it to Squeeze, which then
+    fails on empty inputs the original runs)."""
+
+    def branch(name: str, node: onnx.NodeProto, shape: list) -> onnx.GraphProto:
+        out = helper.make_tensor_value_info(node.output[0], onnx.TensorProto.FLOAT, shape)
+        return helper.make_graph([node], name, [], [out])
+
+    squeeze = helper.make_node("Squeeze", ["s", "one"], ["sq"])
+    keep = helper.make_node("Identity", ["s"], ["id"])
+    graph = helper.make_graph(
+        [
+            helper.make_node("Slice", ["x", "zero", "one", "one"], ["s"]),
+            helper.make_node("Shape", ["s"], ["shape"]),
+            helper.make_node("Gather", ["shape", "one_scalar"], ["dim"], axis=0),
+            helper.make_node("Equal", ["dim", "one_scalar"], ["is_one"]),
+            helper.make_node(
+                "If", ["is_one"], ["y"],
+                then_branch=branch("then", squeeze, ["N", 8]),
+                else_branch=branch("else", keep, ["N", "S1", 8]),
+            ),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", "S", 8])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        initializer=[
+            numpy_helper.from_array(np.array([0], np.int64), "zero"),
+            numpy_helper.from_array(np.array([1], np.int64), "one"),
+            numpy_helper.from_array(np.array(1, np.int64), "one_scalar"),
+        ],
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_an_if_of_dynamic_rank_stays_and_openvino_is_told_what_fixes_it(tmp_path: Path) -> None:
+    ov = pytest.importorskip("openvino")
+    proto = _squeeze_if_one()
+    out, result = _optimize(tmp_path, proto, "--for", "openvino")
+    assert result.exit_code == 0, result.output
+    message = " ".join(result.stderr.split())
+    assert "If 'If' makes rank 2 or 3 as the input's shape says" in message.replace('"', "'")
+    assert "give --input-shape NAME=D1,D2,... for x" in message
+    empty = np.zeros((2, 0, 8), np.float32)
+    assert _run(out, {"x": empty})[0].shape == (2, 0, 8)  # the empty input still runs
+    fixed, result = _optimize(tmp_path, proto, "--for", "openvino", "--input-shape", "x=2,5,8")
+    assert result.exit_code == 0, result.output
+    assert "makes rank" not in result.stderr
+    assert "If" not in [n.op_type for n in onnx.load(fixed).graph.node]
+    x = RNG.standard_normal((2, 5, 8)).astype(np.float32)
+    got = ov.compile_model(ov.convert_model(str(fixed)), "CPU")({"x": x})
+    np.testing.assert_array_equal(got[0], x[:, 0, :])
+
+
 def test_mnn_computes_what_onnxruntime_does_on_the_profile_output(tmp_path: Path) -> None:
     """MNN's own converter (what ``mnnconvert -f ONNX`` runs) and its module runtime."""
     mnn = pytest.importorskip("MNN")

@@ -9,7 +9,7 @@ import pytest
 from onnxforge.io import to_proto
 from onnxforge.ir import Model, verify
 from onnxforge.passes import EliminateIdentityPass
-from onnxforge.testing import assert_models_close, model_from_text
+from onnxforge.testing import assert_models_close, model_from_text, run_onnxruntime
 
 HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
 
@@ -83,6 +83,27 @@ def test_inference_dropout_goes_unless_its_mask_is_read_or_it_trains() -> None:
     )
     assert _run(model) == {"removed.Dropout": 1}
     assert _ops(model) == ["Relu", "Constant", "Dropout", "Constant", "Dropout"]
+
+
+def test_a_training_dropout_of_ratio_0_goes_as_onnxruntime_computes_it() -> None:
+    text = (
+        '<ir_version: 8, opset_import: ["" : 13]>'
+        + """
+    g (float[2, 3] x) => (float[2, 3] y, float[2, 3] t) {
+        on = Constant <value = bool {1}> ()
+        zero = Constant <value = float {0.0}> ()
+        a = Dropout(x, zero, on)
+        y = Relu(a)
+        half = Constant <value = float {0.5}> ()
+        t = Dropout(x, half, on)
+    }"""
+    )
+    model = model_from_text(text)
+    assert _run(model) == {"removed.Dropout": 1}
+    assert [o.op_type for o in model.graph.ops if o.op_type != "Constant"] == ["Relu", "Dropout"]
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)}
+    want = run_onnxruntime(to_proto(model_from_text(text)), feeds)[0]
+    np.testing.assert_array_equal(run_onnxruntime(to_proto(model), feeds)[0], want)
 
 
 def test_dropout_7_in_an_opset_9_model_goes() -> None:
