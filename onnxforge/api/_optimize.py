@@ -7,7 +7,6 @@ __all__ = [
     "DEFAULT_MAX_ITERATIONS",
     "OptimizeOptions",
     "convert",
-    "dropout_as_inference",
     "fix_input_shapes",
     "fold",
     "infer",
@@ -20,7 +19,7 @@ __all__ = [
 
 import logging
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -41,11 +40,14 @@ from onnxforge.passes import (
     cleanup_passes,
     fold_pipeline,
 )
-from onnxforge.passes._infra import node_label
-from onnxforge.passes._rewrite import constant, graphs_with_opset, since
 from onnxforge.passes.convert import convert as convert_model
 from onnxforge.passes.convert import find_adapter
 from onnxforge.passes.fold_constants import QUANTIZATION
+from onnxforge.passes.toolchain_forms import (
+    dropout_as_inference,
+    gelu_scale_first,
+    spell_out_fill,
+)
 from onnxforge.shape_infer import infer as infer_model
 
 logger = logging.getLogger(__name__)
@@ -73,9 +75,12 @@ class OptimizeOptions:
     # op type -> input ports that must be initializers: what computes them folds (--for)
     initializer_inputs: Mapping[str, Sequence[int]] = field(default_factory=dict)
     dropout_as_inference: bool = False  # training-mode Dropout made inference's identity (--for)
+    gelu_scale_first: bool = False  # the erf GELU as (x * 0.5) * (erf + 1) (--for mnn)
     dtype: str | None = None  # float16, bfloat16 or float32: convert-precision, last
     keep_io_types: bool = True
     keep_float32: Collection[str] = ()  # node names, output names or op types
+    # the automatic mixed precision (api.Calibration): more ops to keep, from a run
+    choose: Callable[[Model], Mapping[str, str]] | None = None
 
 
 def parse_input_shape(text: str) -> tuple[str, list[int]]:
@@ -134,30 +139,6 @@ def pin_input_defaults(model: Model) -> int:
     return len(pinned)
 
 
-def dropout_as_inference(model: Model) -> list[str]:
-    """Make every Dropout whose constant training flag is on (training_mode true from
-    version 12, is_test 0 before 7) compute as inference does, its input unchanged (then
-    eliminate-identity removes it): what an inference toolchain means by it (MNN and pnnx
-    ignore the flag, OpenVINO refuses to convert it; exporters write it for a model left in
-    training mode). A flag that is a graph input stays the caller's. Returns the nodes."""
-    changed = []
-    for graph, opset in graphs_with_opset(model):
-        for op in graph.ops:
-            version = since(op, opset) if op.op_type == "Dropout" else None
-            if version is None or op.domain not in ("", "ai.onnx"):
-                continue
-            if version < 7 and not op.attr("is_test", 0):
-                op.attrs["is_test"] = 1
-                graph.touch(op)
-                changed.append(node_label(op))
-            elif version >= 12 and len(op._inputs) > 2 and op._inputs[2] is not None:
-                mode = constant(op._inputs[2])
-                if mode is not None and mode.size == 1 and bool(mode.reshape(-1)[0]):
-                    graph.set_input(op, 2, None)
-                    changed.append(node_label(op))
-    return changed
-
-
 WEIGHTS = {
     "as-is": "integer weights stay as the model computes them (Cast -> Mul stays)",
     "dequantize-linear": "Cast(int8 weight) -> Mul(scale) becomes one DequantizeLinear",
@@ -185,6 +166,7 @@ def for_toolchain(options: OptimizeOptions, model: Model) -> OptimizeOptions:
         weights=p.weights if options.weights == "as-is" else options.weights,
         initializer_inputs={**p.initializer_inputs, **options.initializer_inputs},
         dropout_as_inference=options.dropout_as_inference or p.dropout_as_inference,
+        gelu_scale_first=options.gelu_scale_first or p.gelu_scale_first,
     )
 
 
@@ -286,6 +268,7 @@ def pipeline(options: OptimizeOptions, *, instruments: Sequence[Any] = ()) -> An
                 options.dtype,
                 keep_io_types=options.keep_io_types,
                 keep_float32=options.keep_float32,
+                choose=options.choose,
             )
         )
     stages.append(InferShapesPass())
@@ -314,8 +297,11 @@ def optimize_model(
         fix_input_shapes(model, options.input_shapes)
     if options.dropout_as_inference:
         dropout_as_inference(model)
+    spell_out_fill(model)
     declared = {v for g in model.graphs() for v in g.values() if v.type is not None}
     report = pipeline(options, instruments=instruments).run(model)
+    if options.gelu_scale_first:  # after the passes, which leave a GELU's products alone
+        gelu_scale_first(model)
     if not options.value_info:
         for graph in model.graphs():
             interface = set(graph.inputs) | set(graph.outputs)

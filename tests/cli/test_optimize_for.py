@@ -285,6 +285,77 @@ def test_mnn_computes_what_onnxruntime_does_on_the_profile_output(tmp_path: Path
         np.testing.assert_allclose(np.array(plain.read()), want, rtol=1e-4, atol=1e-5)
 
 
+def test_new_zeros_gets_its_fill_written_and_mnn_computes_zeros(tmp_path: Path) -> None:
+    """torch's x.new_zeros(b, 2 * s): ConstantOfShape without ``value``, which MNN 3.6 leaves
+    uninitialized (5.5e18 one run, 1e-43 the next); written out, MNN computes 0."""
+    pytest.importorskip("MNN")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Shape", ["x"], ["b"], start=0, end=1),
+            helper.make_node("Shape", ["x"], ["s"], start=1, end=2),
+            helper.make_node("Mul", ["s", "two"], ["s2"]),
+            helper.make_node("Concat", ["b", "s2"], ["shape"], axis=0),
+            helper.make_node("ConstantOfShape", ["shape"], ["zeros"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["B", "S", 8])],
+        [helper.make_tensor_value_info("zeros", onnx.TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(np.array([2], np.int64), "two")],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    out, result = _optimize(tmp_path, proto)
+    assert result.exit_code == 0, result.output
+    fill = next(n for n in onnx.load(out).graph.node if n.op_type == "ConstantOfShape")
+    value = numpy_helper.to_array(helper.get_attribute_value(fill.attribute[0]))
+    assert fill.attribute[0].name == "value" and value.dtype == np.float32 and value[0] == 0
+    x = RNG.standard_normal((2, 3, 8)).astype(np.float32)
+    assert _mnn_run(tmp_path, out, x, "zeros").tolist() == np.zeros((2, 6)).tolist()
+
+
+def _mnn_run(tmp_path: Path, model: Path, x: np.ndarray, output: str) -> np.ndarray:
+    """What ``mnnconvert -f ONNX`` then MNN's module runtime make of ``model`` on ``x``."""
+    mnn = pytest.importorskip("MNN")
+    tools = pytest.importorskip("_tools")
+    converted = tmp_path / f"{model.stem}.mnn"
+    tools.mnnconvert(["mnnconvert", "-f", "ONNX", "--modelFile", str(model),
+                      "--MNNModel", str(converted), "--bizCode", "test"])  # fmt: skip
+    module = mnn.nn.load_module_from_file(str(converted), ["x"], [output])
+    expr = mnn.expr
+    got = module.forward([expr.const(x, list(x.shape), expr.NCHW, expr.float)])[0]
+    plain = expr.convert(got, expr.NCHW) if got.data_format == expr.NC4HW4 else got
+    return np.array(plain.read())
+
+
+def test_mnn_computes_the_erf_gelu_exactly_in_the_profile_order(tmp_path: Path) -> None:
+    """MNN turns x * (erf(x / sqrt 2) + 1) * 0.5 into its GELU kernel, whose erf is
+    approximate; (x * 0.5) * (erf + 1) it computes op by op."""
+    pytest.importorskip("MNN")
+    consts = {"root": 1.4142135381698608, "one": 1.0, "half": 0.5}
+    graph = helper.make_graph(
+        [
+            helper.make_node("Div", ["x", "root"], ["d"]),
+            helper.make_node("Erf", ["d"], ["e"]),
+            helper.make_node("Add", ["e", "one"], ["a"]),
+            helper.make_node("Mul", ["x", "a"], ["m"]),
+            helper.make_node("Mul", ["m", "half"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 64, 8, 8])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        initializer=[
+            numpy_helper.from_array(np.array(v, np.float32), k) for k, v in consts.items()
+        ],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=7)
+    out, result = _optimize(tmp_path, proto, "--for", "mnn")
+    assert result.exit_code == 0, result.output
+    x = RNG.standard_normal((1, 64, 8, 8)).astype(np.float32)
+    want = _run(proto, {"x": x})[0]
+    np.testing.assert_allclose(_mnn_run(tmp_path, out, x, "y"), want, rtol=1e-5, atol=1e-6)
+    plain = np.abs(_mnn_run(tmp_path, tmp_path / "in.onnx", x, "y") - want).max()
+    assert plain > 1e-4  # why the profile does it: MNN's own GELU on the original
+
+
 def test_static_shape_toolchains_name_the_inputs_that_need_one(tmp_path: Path) -> None:
     for toolchain in ("ncnn", "tflite"):
         out, result = _optimize(tmp_path, _cnn(), "--for", toolchain)
