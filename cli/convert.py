@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from onnxforge.api._mixed_precision import DEFAULT_CALIBRATION_RUNS, Calibration
 from onnxforge.api.compare import (
     HALF_TOLERANCE,
 )
@@ -44,6 +45,14 @@ from onnxforge.cli._app import (
     writing,
 )
 from onnxforge.cli._check_result import WEIGHTS_TOLERANCE, check_result, float_inputs
+from onnxforge.cli._precision import (
+    Calibrate,
+    CalibrationDir,
+    KeepFloat32,
+    calibration_for,
+    calibration_json,
+    keep_list,
+)
 from onnxforge.cli._progress import LONG_WRITE, PassProgress, long_graph, progress
 from onnxforge.errors import AdapterError
 from onnxforge.io import save, write
@@ -104,16 +113,9 @@ def convert(
             show_default=False,
         ),
     ] = True,
-    keep_float32: Annotated[
-        str,
-        typer.Option(
-            "--keep-float32",
-            metavar="OPS",
-            help="With --dtype: comma-separated node names, output names or op types that "
-            "stay float32. Default: none beyond what the conversion finds.",
-            show_default=False,
-        ),
-    ] = "",
+    keep_float32: KeepFloat32 = "",
+    calibrate: Calibrate = DEFAULT_CALIBRATION_RUNS,
+    calibration: CalibrationDir = None,
     weights_as: Annotated[
         str | None,
         typer.Option(
@@ -191,9 +193,18 @@ def convert(
         if in_place and dry_run:
             raise typer.BadParameter("--dry-run writes nothing", param_hint="'--in-place'")
         _check_options(opset, dtype, weights_as, dry_run)
-        keep = [n.strip() for n in keep_float32.split(",") if n.strip()]
+        keep = keep_list(keep_float32)
         if keep and dtype is None:
             raise typer.BadParameter("needs --dtype", param_hint="'--keep-float32'")
+        mixed = calibration_for(
+            name,
+            dtype,
+            runs=calibrate,
+            folder=calibration,
+            tolerance=tolerance,
+            keep_io_types=keep_io_types,
+            keep=keep,
+        )
         if check < 0:
             raise typer.BadParameter("must be 0 or more", param_hint="'--check'")
         if tolerance is not None and not tolerance > 0:
@@ -214,7 +225,7 @@ def convert(
             source_opset = imports.get("", imports.get("ai.onnx"))
             ir_before = loaded.ir_version
             converter = None if opset is None else ConvertOpsetPass(opset, allow_cast=allow_cast)
-            precision = _precision_pass(dtype, weights_as, keep_io_types, keep)
+            precision = _precision_pass(dtype, weights_as, keep_io_types, keep, mixed)
             start = time.perf_counter()
             stale = ReplaceStaleTypesPass(strict=strict)(loaded).details.get("stale_types", [])
             warn_stale(name, stale)
@@ -252,9 +263,13 @@ def convert(
                     PassProgress(step, "converting").before_pass(converter, loaded)
                     stats = dict(converter(loaded).stats)
             if precision is not None:
-                with progress(f"converting to {dtype or weights_as}", expected_long=long):
+                what = f"converting to {dtype or weights_as}"
+                if mixed is not None:
+                    what += f" (calibrating on {len(mixed.feeds or []) or mixed.runs} input sets)"
+                with progress(what, expected_long=long or mixed is not None):
                     done = precision(loaded)
                 report["precision"] = _precision_json(precision, done)
+                report["precision"]["calibration"] = calibration_json(mixed)
             report["seconds"] = round(time.perf_counter() - start, 4)
             weights = sum(v.const.nbytes for v in loaded.graph.initializers if v.const is not None)
             guard = guard_for(
@@ -335,10 +350,16 @@ def _check_options(
 
 
 def _precision_pass(
-    dtype: str | None, weights: str | None, keep_io_types: bool, keep: list[str]
+    dtype: str | None,
+    weights: str | None,
+    keep_io_types: bool,
+    keep: list[str],
+    mixed: Calibration | None,
 ) -> ConvertPrecisionPass | None:
     if dtype is not None:
-        return ConvertPrecisionPass(dtype, keep_io_types=keep_io_types, keep_float32=keep)
+        return ConvertPrecisionPass(
+            dtype, keep_io_types=keep_io_types, keep_float32=keep, choose=mixed
+        )
     if weights is not None:
         return ConvertPrecisionPass(weights, weights_only=True)
     return None

@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from onnxforge.api._mixed_precision import DEFAULT_CALIBRATION_RUNS
 from onnxforge.api._optimize import (
     DEFAULT_MAX_ITERATIONS,
     WEIGHTS,
@@ -54,6 +55,14 @@ from onnxforge.cli._app import (
     writing,
 )
 from onnxforge.cli._check_result import check_result, float_inputs
+from onnxforge.cli._precision import (
+    Calibrate,
+    CalibrationDir,
+    KeepFloat32,
+    calibration_for,
+    calibration_json,
+    keep_list,
+)
 from onnxforge.cli._progress import LONG_WRITE, PassProgress, long_graph, progress
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import save, write
@@ -183,16 +192,9 @@ def optimize(
             show_default=False,
         ),
     ] = None,
-    keep_float32: Annotated[
-        str,
-        typer.Option(
-            "--keep-float32",
-            metavar="OPS",
-            help="With --dtype: comma-separated node names, output names or op types that "
-            "stay float32. Default: none beyond what the conversion finds.",
-            show_default=False,
-        ),
-    ] = "",
+    keep_float32: KeepFloat32 = "",
+    calibrate: Calibrate = DEFAULT_CALIBRATION_RUNS,
+    calibration: CalibrationDir = None,
     toolchain: Annotated[
         str | None,
         typer.Option(
@@ -248,12 +250,22 @@ def optimize(
             toolchain=toolchain,
             weights=weights,
             dtype=dtype,
-            keep_float32=_names(keep_float32),
+            keep_float32=keep_list(keep_float32),
         )
         if dtype is not None and dtype not in DTYPES:
             raise typer.BadParameter(f"one of {', '.join(DTYPES)}", param_hint="'--dtype'")
         if keep_float32 and dtype is None:
             raise typer.BadParameter("needs --dtype", param_hint="'--keep-float32'")
+        mixed = calibration_for(
+            name,
+            dtype,
+            runs=calibrate,
+            folder=calibration,
+            tolerance=tolerance,
+            keep_io_types=True,
+            keep=list(options.keep_float32),
+        )
+        options.choose = mixed
         if toolchain in PROFILES and PROFILES[toolchain].embedded and external_data is None:
             external_data = False
         if weights not in WEIGHTS:
@@ -303,6 +315,7 @@ def optimize(
                 "before": size_summary(before),
                 "after": size_summary(after),
                 "notes": ([explained] if explained else []) + rank_notes,
+                "calibration": calibration_json(mixed),
             }
             guard = guard_for(
                 source,

@@ -6,7 +6,7 @@ __all__ = ["DTYPES", "HALVES", "MIN_WEIGHT_ELEMENTS", "ConvertPrecisionPass", "c
 
 import functools
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -146,8 +146,9 @@ class ConvertPrecisionPass(Pass):
        and a Cast of a float constant are removed or folded.
 
     ``keep_float32``: node names, first output names or op types of ops that stay as they are
-    (noted like case 2, with the mapping's value as the reason when it is one); the automatic
-    mixed precision chooses them from what the model computes.
+    (noted like case 2, with the mapping's value as the reason when it is one). ``choose``
+    adds to them from the model about to be converted: the automatic mixed precision
+    (``onnxforge.api.Calibration``), which runs it.
 
     ``weights_only``: float32 initializers (and Constant values) of at least ``min_elements``
     are stored in ``dtype`` behind one Cast to float32 each: every op still computes in
@@ -167,6 +168,7 @@ class ConvertPrecisionPass(Pass):
         weights_only: bool = False,
         min_elements: int = MIN_WEIGHT_ELEMENTS,
         keep_float32: Collection[str] | Mapping[str, str] = (),
+        choose: Callable[[Model], Mapping[str, str]] | None = None,
     ) -> None:
         if dtype not in DTYPES:
             raise PreconditionError(f"dtype {dtype!r}: one of {', '.join(DTYPES)}")
@@ -181,6 +183,7 @@ class ConvertPrecisionPass(Pass):
             if isinstance(keep_float32, Mapping)
             else dict.fromkeys(keep_float32, "asked (--keep-float32)")
         )
+        self.choose = choose
         self._errors_before = 0
 
     def call(self, model: Model) -> PassResult:
@@ -189,7 +192,13 @@ class ConvertPrecisionPass(Pass):
         if self.weights_only:
             self._compress_weights(model, target, result)
         else:
-            self._convert(model, target, result)
+            given = self.keep_float32
+            if self.choose is not None:  # what the model computes says more ops stay
+                self.keep_float32 = {**self.choose(model), **given}
+            try:
+                self._convert(model, target, result)
+            finally:
+                self.keep_float32 = given
             refresh_captures(model)
         result.modified = any(k != "kept_float32" for k in result.stats)
         return result

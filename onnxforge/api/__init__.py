@@ -4,7 +4,18 @@ imports them."""
 
 from __future__ import annotations
 
-__all__ = ["Problem", "check", "convert", "fold", "infer", "optimize"]
+__all__ = [
+    "Calibration",
+    "MixedPrecision",
+    "Problem",
+    "check",
+    "choose_float32_ops",
+    "convert",
+    "fold",
+    "infer",
+    "optimize",
+]
 
 from onnxforge.api._check import Problem, check
+from onnxforge.api._mixed_precision import Calibration, MixedPrecision, choose_float32_ops
 from onnxforge.api._optimize import convert, fold, infer, optimize

@@ -265,7 +265,7 @@ def test_check_past_the_tolerance_is_exit_1_naming_the_output_and_writes_nothing
     result = runner.invoke(
         app,
         ["convert", str(path), "--dtype", "float16", "--check", "2", "--tolerance", "1e-7",
-         "-o", str(out)],
+         "--calibrate", "0", "-o", str(out)],
     )  # fmt: skip
     assert result.exit_code == 1
     message = " ".join(result.stderr.split())
@@ -331,3 +331,115 @@ def test_optimize_keep_float32_needs_dtype(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "needs --dtype" in result.stderr
+
+
+OVERFLOW = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,16] x) => (float[2,1] y) {
+    big = Constant <value = float {300.0}> ()
+    s = Mul (x, big)
+    sq = Mul (s, s)
+    total = ReduceSum <keepdims = 1> (sq, axes)
+    y = Sqrt (total)
+}"""
+
+
+def _overflow(tmp_path: Path) -> Path:
+    proto = parser.parse_model(OVERFLOW)
+    proto.graph.initializer.append(numpy_helper.from_array(np.array([1], np.int64), "axes"))
+    path = tmp_path / "overflow.onnx"
+    onnx.save(proto, path)
+    return path
+
+
+def test_calibration_keeps_the_ops_whose_values_leave_float16_and_says_why(
+    tmp_path: Path,
+) -> None:
+    path = _overflow(tmp_path)
+    x = np.random.default_rng(3).standard_normal((2, 16)).astype(np.float32)
+    want = run_onnxruntime(onnx.load(path), {"x": x})[0]
+    plain = tmp_path / "plain.onnx"
+    result = runner.invoke(
+        app, ["convert", str(path), "--dtype", "float16", "--calibrate", "0", "-o", str(plain)]
+    )
+    assert result.exit_code == 0, result.output
+    with np.errstate(over="ignore"):  # what the plain conversion does
+        half = ReferenceEvaluator(onnx.load(plain)).run(None, {"x": x})[0]
+    assert not np.all(np.isfinite(half))  # 300 x squared passes 65504
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(
+        app,
+        [
+            "convert",
+            str(path),
+            "--dtype",
+            "float16",
+            "--check",
+            "2",
+            "-o",
+            str(out),
+            "--json",
+            "-",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    calibration = report["precision"]["calibration"]
+    assert calibration["input_sets"] == 5 and calibration["rounds"] >= 1
+    assert set(calibration["kept_float32"]) >= {"sq", "total"}
+    assert "exceed float16's 65504" in calibration["kept_float32"]["sq"]
+    assert calibration["errors"]["y"] <= HALF_TOLERANCE
+    assert any(line.startswith("sq") or ": values up to" in line
+               for line in report["precision"]["kept_float32"])  # fmt: skip
+    got = ReferenceEvaluator(onnx.load(out)).run(None, {"x": x})[0]
+    _close([want], [got], HALF_TOLERANCE)
+
+
+def test_calibration_from_a_folder_of_npz_input_sets(tmp_path: Path) -> None:
+    path = _overflow(tmp_path)
+    folder = tmp_path / "calib"
+    folder.mkdir()
+    for i in range(2):
+        x = np.random.default_rng(i).standard_normal((2, 16)).astype(np.float32)
+        np.savez(folder / f"set{i}.npz", x=x)
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(
+        app,
+        ["convert", str(path), "--dtype", "float16", "--calibration", str(folder), "-o", str(out),
+         "--json", "-"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["precision"]["calibration"]["input_sets"] == 2
+    (folder / "set0.npz").unlink()
+    np.savez(folder / "set0.npz", wrong=np.zeros(3, np.float32))
+    result = runner.invoke(
+        app, ["convert", str(path), "--dtype", "float16", "--calibration", str(folder),
+              "-o", str(tmp_path / "again.onnx")],
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "calibration input set 0 has no array for x" in " ".join(result.stderr.split())
+    assert not (tmp_path / "again.onnx").exists()
+
+
+def test_a_budget_calibration_cannot_meet_is_exit_1_saying_what_to_change(
+    tmp_path: Path,
+) -> None:
+    path = _write(tmp_path)
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(
+        app,
+        [
+            "convert",
+            str(path),
+            "--dtype",
+            "float16",
+            "--tolerance",
+            "1e-9",
+            "--no-keep-io-types",
+            "-o",
+            str(out),
+        ],
+    )  # fmt: skip: float16 inputs round x, whatever stays float32
+    assert result.exit_code == 1
+    message = " ".join(result.stderr.split())
+    assert "mixed precision: after" in message and "give a larger --tolerance" in message
+    assert not out.exists()

@@ -1,0 +1,116 @@
+"""The precision options `convert` and `optimize` share (--keep-float32, --calibrate,
+--calibration) and the automatic mixed precision they set up."""
+
+from __future__ import annotations
+
+__all__ = [
+    "Calibrate",
+    "CalibrationDir",
+    "KeepFloat32",
+    "calibration_for",
+    "calibration_json",
+    "keep_list",
+]
+
+import importlib.util
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from onnxforge.api._mixed_precision import (
+    DEFAULT_CALIBRATION_RUNS,
+    Calibration,
+    load_calibration,
+)
+from onnxforge.api.compare import HALF_TOLERANCE
+from onnxforge.cli._app import note
+
+KeepFloat32 = Annotated[
+    str,
+    typer.Option(
+        "--keep-float32",
+        metavar="OPS",
+        help="With --dtype: comma-separated node names, output names or op types that stay "
+        "float32. Default: none beyond what the conversion finds.",
+        show_default=False,
+    ),
+]
+Calibrate = Annotated[
+    int,
+    typer.Option(
+        "--calibrate",
+        metavar="N",
+        help="With --dtype float16/bfloat16: run the float32 model on N random input sets "
+        "(onnxruntime) and keep in float32 the ops whose values leave the half type's range or "
+        "whose error grows past --tolerance; 0 converts by the schemas alone. "
+        f"Default: {DEFAULT_CALIBRATION_RUNS}.",
+        show_default=False,
+    ),
+]
+CalibrationDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--calibration",
+        metavar="DIR",
+        help="Calibrate on real data: one .npz file per input set in DIR, an array per graph "
+        "input. Default: --calibrate's random input sets.",
+        show_default=False,
+    ),
+]
+
+
+def keep_list(text: str) -> list[str]:
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
+def calibration_for(
+    name: str,
+    dtype: str | None,
+    *,
+    runs: int,
+    folder: Path | None,
+    tolerance: float | None,
+    keep_io_types: bool,
+    keep: list[str],
+) -> Calibration | None:
+    """The automatic mixed precision the options ask for (None: the schemas alone). Without
+    onnxruntime it is skipped with a note: the conversion still holds every type rule."""
+    if runs < 0:
+        raise typer.BadParameter("must be 0 or more", param_hint="'--calibrate'")
+    if dtype not in ("float16", "bfloat16"):
+        if folder is not None:
+            raise typer.BadParameter(
+                "needs --dtype float16 or bfloat16", param_hint="'--calibration'"
+            )
+        return None
+    if runs == 0 and folder is None:
+        return None
+    if importlib.util.find_spec("onnxruntime") is None:
+        note(
+            f"{name}: no calibration (onnxruntime is not installed: pip install onnxruntime); "
+            "ops whose values leave the half type's range are not found"
+        )
+        return None
+    return Calibration(
+        dtype,
+        runs=runs,
+        feeds=None if folder is None else load_calibration(folder),
+        tolerance=HALF_TOLERANCE if tolerance is None else tolerance,
+        keep_io_types=keep_io_types,
+        keep_float32=dict.fromkeys(keep, "asked (--keep-float32)"),
+    )
+
+
+def calibration_json(calibration: Calibration | None) -> dict[str, Any] | None:
+    """What the automatic mixed precision measured, for --json."""
+    if calibration is None or calibration.result is None:
+        return None
+    found = calibration.result
+    return {
+        "input_sets": len(calibration.feeds) if calibration.feeds else calibration.runs,
+        "rounds": found.rounds,
+        "tolerance": found.tolerance,
+        "errors": found.errors,
+        "kept_float32": found.keep,
+    }

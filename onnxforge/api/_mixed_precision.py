@@ -1,0 +1,703 @@
+"""Automatic mixed precision: which ops stay float32 when a model goes to float16 or bfloat16."""
+
+from __future__ import annotations
+
+__all__ = [
+    "DEFAULT_CALIBRATION_RUNS",
+    "DEFAULT_MAX_ROUNDS",
+    "MEMORY_BUDGET",
+    "Calibration",
+    "MixedPrecision",
+    "choose_float32_ops",
+    "load_calibration",
+]
+
+import importlib.util
+import logging
+import math
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+from onnxforge import io
+from onnxforge._runtime_child import run_in_child
+from onnxforge.api.compare import HALF_TOLERANCE, random_inputs, range_error
+from onnxforge.errors import OnnxForgeError
+from onnxforge.ir import DType, Graph, Model, Op, Tensor, TensorType, Value, walk_graphs
+from onnxforge.passes import ConvertPrecisionPass
+from onnxforge.shape_infer import infer
+from onnxforge.shape_infer.symbolic import evaluate
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CALIBRATION_RUNS = 5
+"""Random input sets the automatic mixed precision runs by default (--calibrate N)."""
+DEFAULT_MAX_ROUNDS = 8
+"""Conversions the error step measures at most (each keeps the ops whose error grows most)."""
+MEMORY_BUDGET = 1 << 30
+"""Bytes of exposed values one run may return: above it, the values (or the input sets) are
+split over several runs."""
+TARGETS = {"float16": DType.FLOAT16, "bfloat16": DType.BFLOAT16}
+_NUMPY = {DType.FLOAT16: np.dtype(np.float16), DType.BFLOAT16: np.dtype(ml_dtypes.bfloat16)}
+
+Feeds = Sequence[Mapping[str, np.ndarray]]
+Batch = tuple[list[str], range]
+"""Names of the values a run exposes, and the input sets it runs on."""
+
+
+@dataclass
+class MixedPrecision:
+    """What ``choose_float32_ops`` found.
+
+    ``keep``: op key (an op's first output name, or the caller's own keys) -> why it stays
+    float32, for ``ConvertPrecisionPass(keep_float32=...)``. ``errors``: per graph output, the
+    converted model's largest error over the output's range (``range_error``) on the feeds.
+    ``rounds``: conversions measured. ``met``: every error is within ``tolerance``.
+    """
+
+    keep: dict[str, str]
+    errors: dict[str, float]
+    rounds: int
+    tolerance: float = HALF_TOLERANCE
+
+    @property
+    def met(self) -> bool:
+        """Every output is within the tolerance."""
+        return all(e <= self.tolerance for e in self.errors.values())
+
+
+def choose_float32_ops(
+    model: Model,
+    dtype: str,
+    feeds: Feeds,
+    *,
+    tolerance: float = HALF_TOLERANCE,
+    keep_io_types: bool = True,
+    keep_float32: Mapping[str, str] | None = None,
+    max_rounds: int = DEFAULT_MAX_ROUNDS,
+) -> MixedPrecision:
+    """The ops of ``model``'s main graph to keep in float32 when converting it to ``dtype``
+    (an op holding a body is kept with every op inside), measured on onnxruntime (each run in
+    a child process) on ``feeds``; ``keep_float32`` entries are kept as given. ``model`` is
+    not changed.
+
+    1. Range: the float32 model runs with every float value exposed. A value whose finite
+       values pass the type's largest (float16's 65504), or whose nonzero values all round
+       to 0 in it, keeps its producer and its readers (which would read it through a Cast).
+    2. Error: the model converted with what is kept runs with the values it shares with the
+       float32 model exposed. While an output's ``range_error`` passes ``tolerance``, the
+       converted ops upstream of it whose error grows most (their output's error minus their
+       inputs' largest) are kept, and it converts again; ``max_rounds`` conversions at most.
+       The result says what the last one measured (``MixedPrecision.met``).
+
+    A converted model is measured on its float32 twin (``_emulate``): every op computes in
+    float32 and every half value is rounded to the half type, as a device computing in the
+    half type stores it. onnxruntime's CPU provider cannot measure the half model itself: it
+    has no bfloat16 arithmetic, and it runs float16 ops it has no float16 kernel for in
+    float32, behind Casts it drops between them, so a chain of them never rounds (in 1.31,
+    d = (1000 x + x) - 1000 x in float16 comes back as x to 1e-6).
+    """
+    target = TARGETS.get(dtype)
+    if target is None:
+        raise OnnxForgeError(f"mixed precision: dtype {dtype!r}, not one of {', '.join(TARGETS)}")
+    if not feeds:
+        raise OnnxForgeError("mixed precision: no input sets to run the model on")
+    if importlib.util.find_spec("onnxruntime") is None:
+        raise OnnxForgeError(
+            "mixed precision runs the model on onnxruntime, which is not installed "
+            "(pip install onnxruntime)"
+        )
+    with tempfile.TemporaryDirectory(prefix="onnxforge-mixed-") as folder:
+        chooser = _Chooser(
+            model, target, feeds, Path(folder), tolerance=tolerance, keep_io_types=keep_io_types
+        )
+        return chooser.choose(dict(keep_float32 or {}), max(1, max_rounds))
+
+
+@dataclass
+class _Measured:
+    """One conversion's run: each shared value's and each graph output's error."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    outputs: dict[str, float] = field(default_factory=dict)
+
+
+class _Chooser:
+    """One call's state: the float32 copy of the model, the feeds, what the float32 run
+    found (its float values, and its arrays when they fit in one run)."""
+
+    def __init__(
+        self,
+        model: Model,
+        target: int,
+        feeds: Feeds,
+        folder: Path,
+        *,
+        tolerance: float,
+        keep_io_types: bool,
+    ) -> None:
+        self.base = _copy(model)
+        infer(self.base, verify=False)  # the float values and what reads them need types
+        self.target = target
+        self.feeds = feeds
+        self.folder = folder
+        self.tolerance = tolerance
+        self.keep_io_types = keep_io_types
+        graph = self.base.graph
+        self.values = _by_name(graph)
+        self.outputs = [v.name for v in graph.outputs]
+        self.floats: set[str] = set()  # float32 values, by what the float32 run returned
+        self.reference: list[dict[str, np.ndarray]] | None = None  # that run, when it fits
+
+    def choose(self, keep: dict[str, str], max_rounds: int) -> MixedPrecision:
+        largest = self._range()
+        plain = self._convert(keep)
+        converted = _converted(self.base, plain, self.target)
+        found = self._range_keeps(largest, converted)
+        for key, reason in found.items():
+            self._keep(keep, key, reason)
+        conv = self._convert(keep) if found else plain
+        rounds = 0
+        while True:
+            rounds += 1
+            converted = _converted(self.base, conv, self.target)
+            measured = self._measure(conv)
+            failing = [n for n, e in measured.outputs.items() if not e <= self.tolerance]
+            worst = max(measured.outputs.values(), default=0.0)
+            logger.info("mixed precision round %d: largest output error %.3g", rounds, worst)
+            if not failing or rounds >= max_rounds:
+                break
+            grown = self._growth(measured, converted, set(keep), failing)
+            if not grown:
+                break
+            most = max(grown.values())[0]
+            for key, (growth, reason) in grown.items():
+                if growth >= most / 2:
+                    self._keep(keep, key, reason)
+            conv = self._convert(keep)
+        return MixedPrecision(keep, measured.outputs, rounds, self.tolerance)
+
+    # -- step 1: range -----------------------------------------------------------------------
+    def _range(self) -> dict[str, float]:
+        """Run the float32 model with every float value exposed: the largest finite magnitude
+        of each (keeping the arrays as the reference when they fit in one run). Its float
+        constants are clamped first, as the conversion clamps them (a -1e9 mask fill becomes
+        -65504): a value they alone take past the range converts fine."""
+        probe = self._clamped()
+        graph = self.base.graph
+        candidates = [
+            v
+            for op in graph.ops
+            if op.op_type != "Constant"
+            for v in op._outputs
+            if v is not None and _maybe_float(v)
+        ]
+        batches = self._batches(candidates)
+        largest: dict[str, float] = {}
+        for names, sets in batches:
+            runs = self._run(probe, names, sets, "float32.onnx")
+            if isinstance(runs, str):
+                raise OnnxForgeError(f"onnxruntime cannot run the float32 model: {runs}")
+            for run in runs:
+                for name, array in run.items():
+                    if name not in names or array.dtype != np.float32:
+                        continue
+                    self.floats.add(name)
+                    largest[name] = max(largest.get(name, 0.0), _largest(array))
+            if len(batches) == 1 and probe is self.base:
+                self.reference = runs
+        if self.keep_io_types:  # a float32 input reaches its readers through a Cast
+            for value in graph.inputs:
+                arrays = [f[value.name] for f in self.feeds if value.name in f]
+                if value.const is None and arrays and arrays[0].dtype == np.float32:
+                    largest[value.name] = max(_largest(a) for a in arrays)
+        return largest
+
+    def _clamped(self) -> Model:
+        """The float32 model with float constants past the target's range clamped to it (the
+        model itself when none are)."""
+        top = float(ml_dtypes.finfo(_NUMPY[DType(self.target)]).max)
+
+        def clamp(tensor: Tensor) -> Tensor | None:
+            if tensor.dtype != DType.FLOAT:
+                return None
+            array = tensor.numpy()
+            over = np.isfinite(array) & (np.abs(array) > top)
+            if not over.any():
+                return None
+            return Tensor.from_numpy(np.where(over, np.sign(array) * np.float32(top), array))
+
+        copy = _copy(self.base)
+        changed = False
+        for graph in walk_graphs(copy.graph):
+            for value in graph.initializers:
+                made = clamp(value.const) if isinstance(value.const, Tensor) else None
+                if made is not None:
+                    value.const, changed = made, True
+            for op in graph.ops:
+                key = {"Constant": "value", "ConstantOfShape": "value"}.get(op.op_type)
+                given = op.attrs.get(key) if key else None
+                made = clamp(given) if isinstance(given, Tensor) else None
+                if made is not None:
+                    op.attrs[key] = made  # type: ignore[index]
+                    graph.touch(op)
+                    changed = True
+        return copy if changed else self.base
+
+    def _range_keeps(self, largest: Mapping[str, float], converted: set[str]) -> dict[str, str]:
+        """Producers and readers of the values the target type cannot hold (of the ops that
+        convert), with the reason."""
+        info = ml_dtypes.finfo(_NUMPY[DType(self.target)])
+        top, tiny = float(info.max), float(info.smallest_subnormal)
+        name = _name(self.target)
+        graph = self.base.graph
+        found: dict[str, str] = {}
+        readers: dict[str, str] = {}
+        for value_name, big in largest.items():
+            if big > top:
+                why = f"values up to {big:.2g} exceed {name}'s {top:g}"
+            elif 0 < big <= tiny / 2:
+                why = f"its nonzero values (up to {big:.2g}) all round to 0 in {name}"
+            else:
+                continue
+            value = self.values[value_name]
+            producer = graph.producer(value)
+            if producer is not None and _key(producer) in converted:
+                found.setdefault(_key(producer), why)
+            for op, _ in graph.uses(value):
+                if _key(op) in converted:
+                    readers.setdefault(_key(op), f"reads {value_name!r}: {why}")
+        for key, why in readers.items():
+            found.setdefault(key, why)
+        return found
+
+    # -- step 2: error -----------------------------------------------------------------------
+    def _measure(self, conv: Model) -> _Measured:
+        """Run the converted model's emulation (``conv`` becomes it) and the float32 model:
+        each shared value's and each graph output's largest range_error over the input sets."""
+        _emulate(conv, self.target)
+        values = _by_name(conv.graph)
+        shared = [self.values[n] for n in sorted(self.floats) if n in values]
+        feeds = self._feeds_for()
+        whole = self.reference is not None
+        batches = [([], range(len(self.feeds)))] if whole else self._batches(shared)
+        names = [v.name for v in shared]
+        done = _Measured()
+        for batch, sets in batches:
+            exposed = names if whole else batch
+            got = self._run(conv, exposed, sets, "converted.onnx", feeds)
+            if isinstance(got, str):
+                raise OnnxForgeError(
+                    f"onnxruntime cannot run the float32 emulation of the "
+                    f"{_name(self.target)} model: {got}"
+                )
+            want = self.reference
+            if want is None:
+                runs = self._run(self.base, batch, sets, "float32.onnx")
+                if isinstance(runs, str):
+                    raise OnnxForgeError(f"onnxruntime cannot run the float32 model: {runs}")
+                want = runs
+            else:
+                want = [want[i] for i in sets]
+            for w, g in zip(want, got, strict=True):
+                for name in exposed:
+                    if name in w and name in g:
+                        error = range_error(w[name], g[name])[1]
+                        done.values[name] = max(done.values.get(name, 0.0), error)
+                for name in self.outputs:
+                    if name in w and name in g and np.asarray(w[name]).dtype.kind in "fiub":
+                        error = range_error(w[name], g[name])[1]
+                        done.outputs[name] = max(done.outputs.get(name, 0.0), error)
+        return done
+
+    def _growth(
+        self, measured: _Measured, converted: set[str], keep: set[str], failing: Sequence[str]
+    ) -> dict[str, tuple[float, str]]:
+        """Ops to keep, upstream of the failing outputs: key -> (how much error grows, why).
+
+        1. A converted op whose output's error passes its inputs' largest: by the difference.
+        2. An op already in float32 whose error grows amplifies its inputs' (a difference of
+           nearly equal numbers): the converted ops that make its inputs, by its growth.
+
+        A float value the converted model lost (a Cast it removed) carries its producer's
+        inputs' error.
+        """
+        graph = self.base.graph
+        errors = {v.name: self._input_error(v) for v in graph.inputs}
+        upstream = _upstream(graph, [self.values[n] for n in failing])
+        found: dict[str, tuple[float, str]] = {}
+
+        def add(key: str, growth: float, reason: str) -> None:
+            if key in converted and key not in keep and growth > found.get(key, (0.0, ""))[0]:
+                found[key] = (growth, reason)
+
+        for op in graph.topo_order():
+            reads = [v for v in _reads(graph, op) if v.name in errors]
+            before = max((errors[v.name] for v in reads), default=0.0)
+            outs = [v.name for v in op._outputs if v is not None and v.name in self.floats]
+            for name in outs:
+                errors[name] = measured.values.get(name, before)
+            if not outs or op not in upstream:
+                continue
+            after = max(errors[n] for n in outs)
+            if after == math.inf:
+                growth = 0.0 if before == math.inf else math.inf
+            else:
+                growth = after - before
+            if growth <= 0:
+                continue
+            key = _key(op)
+            if key in converted:  # Case 1
+                add(key, growth, f"error grows from {_num(before)} to {_num(after)}")
+                continue
+            for value in reads:  # Case 2
+                producer = graph.producer(value)
+                if producer is not None and errors[value.name] > 0:
+                    add(
+                        _key(producer),
+                        growth,
+                        f"its error {_num(errors[value.name])} grows to {_num(after)} in "
+                        f"{key!r}, which stays float32",
+                    )
+        return found
+
+    def _input_error(self, value: Value) -> float:
+        """A graph input's error: 0 when it keeps its type, its rounding otherwise."""
+        if self.keep_io_types or value.const is not None or _dtype(value) != DType.FLOAT:
+            return 0.0
+        errors = [range_error(f[value.name], _rounded(f[value.name], self.target))[1]
+                  for f in self.feeds if value.name in f]  # fmt: skip
+        return max(errors, default=0.0)
+
+    # -- shared ------------------------------------------------------------------------------
+    def _convert(self, keep: Mapping[str, str]) -> Model:
+        conv = _copy(self.base)
+        dtype = _name(self.target)
+        ConvertPrecisionPass(dtype, keep_io_types=self.keep_io_types, keep_float32=keep)(conv)
+        return conv
+
+    def _keep(self, keep: dict[str, str], key: str, reason: str) -> None:
+        """Keep the op ``key``, and every op in its bodies."""
+        keep.setdefault(key, reason)
+        value = self.values.get(key)
+        op = self.base.graph.producer(value) if value is not None else None
+        for sub in op.subgraphs() if op is not None else ():
+            for body in walk_graphs(sub):
+                for inner in body.ops:
+                    if _key(inner) and inner.op_type != "Constant":  # converted by readers
+                        keep.setdefault(_key(inner), f"{reason} (in the body of {key!r})")
+
+    def _feeds_for(self) -> Feeds:
+        """The feeds as the emulation takes them: with keep_io_types off, float32 inputs
+        rounded to the half type."""
+        if self.keep_io_types:
+            return self.feeds
+        halves = {
+            v.name for v in self.base.graph.inputs if v.const is None and _dtype(v) == DType.FLOAT
+        }
+        made = []
+        for feeds in self.feeds:
+            made.append(dict(feeds))
+            for name in halves & set(feeds):
+                made[-1][name] = _rounded(feeds[name], self.target)
+        return made
+
+    def _batches(self, values: Sequence[Value]) -> list[Batch]:
+        bindings, fallback = _bindings(self.base.graph, self.feeds)
+        sizes = {v.name: _nbytes(v, bindings, fallback) for v in values}
+        return _batches(sizes, len(self.feeds), MEMORY_BUDGET)
+
+    def _run(
+        self,
+        model: Model,
+        names: Sequence[str],
+        sets: range,
+        file: str,
+        feeds: Sequence[Mapping[str, np.ndarray]] | None = None,
+    ) -> list[dict[str, np.ndarray]] | str:
+        """``model`` (one of ours) run on ``sets`` with ``names`` exposed as outputs: per set,
+        name -> array for them and the graph outputs; or the runtime's error."""
+        graph = model.graph
+        values = _by_name(graph)
+        listed = {v.name for v in graph.outputs}
+        saved = list(graph.outputs)
+        graph.outputs.extend(values[n] for n in names if n not in listed and n in values)
+        order = [v.name for v in graph.outputs]
+        path = self.folder / file
+        try:
+            io.save(model, path)
+        finally:
+            graph.outputs[:] = saved
+        given = feeds if feeds is not None else self.feeds
+        done = run_in_child("onnxruntime-unoptimized", path, [given[i] for i in sets], self.folder)
+        if done.error is not None:
+            return done.error
+        return [dict(zip(order, outs, strict=True)) for outs in done.outputs]
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def _copy(model: Model) -> Model:
+    return io.from_proto(io.to_proto(model))
+
+
+def _by_name(graph: Graph) -> dict[str, Value]:
+    return {v.name: v for v in graph.values() if v._graph is graph}
+
+
+def _key(op: Op) -> str:
+    """What ConvertPrecisionPass's keep_float32 knows an op by: its first output's name."""
+    return next((v.name for v in op._outputs if v is not None), "")
+
+
+def _name(dtype: int) -> str:
+    return {DType.FLOAT: "float32"}.get(DType(dtype), DType(dtype).name.lower())
+
+
+def _num(x: float) -> str:
+    return "inf" if x == math.inf else f"{x:.1e}"
+
+
+def _dtype(value: Value) -> int | None:
+    if isinstance(value.const, Tensor):
+        return value.const.dtype
+    return value.type.dtype if isinstance(value.type, TensorType) else None
+
+
+def _maybe_float(value: Value) -> bool:
+    """float32, or of a type not known (the run tells)."""
+    return value.type is None or _dtype(value) == DType.FLOAT
+
+
+def _largest(array: np.ndarray) -> float:
+    """The largest finite magnitude in ``array`` (0 when there is none)."""
+    finite = np.abs(array[np.isfinite(array)])
+    return float(finite.max()) if finite.size else 0.0
+
+
+def _rounded(array: np.ndarray, target: int) -> np.ndarray:
+    return np.asarray(array).astype(_NUMPY[DType(target)]).astype(np.float32)
+
+
+def _reads(graph: Graph, op: Op) -> list[Value]:
+    """The values ``op`` reads: its inputs and what its bodies capture."""
+    found = [v for v in op._inputs if v is not None]
+    for sub in op.subgraphs():
+        found += sub.captures()
+    return found
+
+
+def _upstream(graph: Graph, values: Iterable[Value]) -> set[Op]:
+    """The ops of ``graph`` that ``values`` depend on."""
+    found: set[Op] = set()
+    stack = list(values)
+    while stack:
+        op = graph.producer(stack.pop())
+        if op is not None and op not in found:
+            found.add(op)
+            stack.extend(_reads(graph, op))
+    return found
+
+
+def _converted(base: Model, conv: Model, target: int) -> set[str]:
+    """Keys of ``base``'s main-graph ops that read or make a ``target`` value in ``conv``
+    (found by their first output's name; a graph output keep_io_types gave a Cast names the
+    Cast, whose input is the op's output renamed)."""
+    values = _by_name(conv.graph)
+    names = set(_by_name(base.graph))
+    outputs = set(conv.graph.outputs)
+    found = set()
+    for op in base.graph.ops:
+        key = _key(op)
+        made = values.get(key)
+        twin = conv.graph.producer(made) if made is not None else None
+        if twin is not None and twin.op_type == "Cast" and made in outputs:
+            inner = twin._inputs[0]
+            if inner is not None and inner.name not in names:
+                twin = conv.graph.producer(inner)
+        if twin is None:
+            continue
+        if any(_dtype(v) == target for v in [*twin._inputs, *twin._outputs] if v is not None):
+            found.add(key)
+    return found
+
+
+def _batches(sizes: Mapping[str, int], runs: int, budget: int) -> list[Batch]:
+    """Runs that expose values of ``sizes`` (bytes per input set) on ``runs`` input sets,
+    each returning ``budget`` bytes at most: every set at once when they fit, else groups of
+    sets, else groups of values in order (a value alone larger than the budget: one set)."""
+    chunks: list[tuple[list[str], int]] = []
+    for name, size in sizes.items():
+        if chunks and chunks[-1][1] + size <= budget:
+            chunks[-1] = (chunks[-1][0] + [name], chunks[-1][1] + size)
+        else:
+            chunks.append(([name], size))
+    if not chunks:
+        return [([], range(runs))]
+    found = []
+    for names, size in chunks:
+        step = max(1, budget // max(1, size))
+        found += [(names, range(i, min(i + step, runs))) for i in range(0, runs, step)]
+    return found
+
+
+def _bindings(graph: Graph, feeds: Feeds) -> tuple[dict[str, int], int]:
+    """The input symbols' sizes in the feeds (the largest over the sets), and the size taken
+    for a dim they do not give (the largest input dim)."""
+    bindings: dict[str, int] = {}
+    largest = 1
+    for value in graph.inputs:
+        t = value.type
+        for feed in feeds:
+            array = feed.get(value.name)
+            if array is None:
+                continue
+            largest = max(largest, *np.shape(array), 1)
+            if isinstance(t, TensorType) and t.shape is not None and len(t.shape) == array.ndim:
+                for dim, size in zip(t.shape, array.shape, strict=True):
+                    if isinstance(dim, str):
+                        bindings[dim] = max(bindings.get(dim, 0), size)
+    return bindings, largest
+
+
+def _nbytes(value: Value, bindings: Mapping[str, int], fallback: int) -> int:
+    """Estimated bytes of a float32 value: its shape with the symbols bound, ``fallback`` for
+    a dim the bindings do not give; a value of unknown rank is taken as ``fallback``**2."""
+    t = value.type
+    if not isinstance(t, TensorType) or t.shape is None:
+        return 4 * fallback * fallback
+    dims = [evaluate(d, bindings) if d is not None else None for d in t.shape]
+    return 4 * math.prod(fallback if d is None else max(d, 0) for d in dims)
+
+
+def _emulate(model: Model, target: int) -> None:
+    """Make a converted model float32 throughout, each ``target`` value rounded to it: an op
+    that made one computes in float32 and its output goes through Cast(to=target) and
+    Cast(to=float) under its name; a Cast to ``target`` is followed by a Cast to float;
+    ``target`` constants become float32 (the same numbers)."""
+    for graph in model.graphs(functions=False):
+        for op in graph.ops:
+            for key, attr in op.attrs.items():
+                if isinstance(attr, Tensor) and attr.dtype == target:
+                    op.attrs[key] = Tensor.from_numpy(attr.numpy().astype(np.float32))
+            if op.op_type == "Cast":  # the conversion's Casts have no declared type
+                made = [v for v in op._outputs[:1] if v is not None and op.attr("to") == target]
+            elif op.op_type != "Constant":
+                made = [v for v in op._outputs if v is not None and _dtype(v) == target]
+            else:
+                made = []
+            if made and op.op_type != "Cast":
+                for key in ("dtype", "to"):
+                    if op.attrs.get(key) == target:
+                        op.attrs[key] = int(DType.FLOAT)
+            for value in made:
+                _round_after(graph, op, value, target)
+        kept = {
+            v for op in graph.ops if op.op_type == "Cast" for v in op._outputs if v is not None
+        }  # Casts to target: made by the conversion or by _round_after
+        for value in list(graph.values()):
+            if value._graph is not graph or value in kept:
+                continue
+            if isinstance(value.const, Tensor) and value.const.dtype == target:
+                value.const = Tensor.from_numpy(value.const.numpy().astype(np.float32))
+            t = value.type
+            if isinstance(t, TensorType) and t.dtype == target:
+                value.type = TensorType(DType.FLOAT, t.shape)
+
+
+def _round_after(graph: Graph, op: Op, value: Value, target: int) -> None:
+    """Readers of ``value`` (and the graph's outputs) read it rounded to ``target`` and back,
+    under its name; ``value`` itself is renamed."""
+    t = value.type
+    shape = t.shape if isinstance(t, TensorType) else None
+    name = value.name
+    fresh = graph.fresh_name(f"{name}_unrounded")
+    if any(isinstance(key, tuple) for _, key in graph.uses(value)):
+        graph.rename(value, fresh)  # a body reads it: its capture keys follow
+    else:
+        value.name = fresh  # Graph.rename walks every body of the model: quadratic here
+    first = value
+    if op.op_type != "Cast":  # a Cast to target makes the rounded value itself
+        rounded = graph.fresh_name(f"{name}_rounded")
+        rounding = graph.add_op("Cast", [value], output_names=[rounded], to=int(target))
+        first = graph.outputs_of(rounding)[0] or value
+        first.type = TensorType(target, shape)
+    back = graph.add_op("Cast", [first], output_names=[name], to=int(DType.FLOAT))
+    out = graph.outputs_of(back)[0]
+    assert out is not None
+    out.type = TensorType(DType.FLOAT, shape)
+    reader = graph.producer(first) if first is not value else back
+    graph.replace_all_uses(value, out)
+    assert reader is not None
+    graph.set_input(reader, 0, value)  # replace_all_uses made it read its own output
+
+
+def load_calibration(folder: Path) -> list[dict[str, np.ndarray]]:
+    """The input sets of a --calibration folder: one .npz file each, an array per graph
+    input named as the input, in file-name order."""
+    files = sorted(folder.glob("*.npz")) if folder.is_dir() else []
+    if not files:
+        raise OnnxForgeError(f"--calibration {folder}: no .npz files there (one per input set)")
+    sets = []
+    for path in files:
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                sets.append({k: data[k] for k in data.files})
+        except (OSError, ValueError) as exc:
+            raise OnnxForgeError(
+                f"--calibration {path}: not a readable .npz file ({exc})"
+            ) from None
+    return sets
+
+
+@dataclass
+class Calibration:
+    """ConvertPrecisionPass's ``choose``: the automatic mixed precision (``choose_float32_ops``)
+    on ``feeds``, or on ``runs`` random input sets made for the model it is given (after any
+    opset conversion and folding, as it will be converted). ``result`` keeps what the last
+    call found; a budget it cannot meet is an error saying what to change."""
+
+    dtype: str
+    runs: int = DEFAULT_CALIBRATION_RUNS
+    feeds: Sequence[Mapping[str, np.ndarray]] | None = None
+    tolerance: float = HALF_TOLERANCE
+    keep_io_types: bool = True
+    keep_float32: Mapping[str, str] = field(default_factory=dict)
+    result: MixedPrecision | None = None
+
+    def __call__(self, model: Model) -> dict[str, str]:
+        feeds = self.feeds
+        if feeds is None:
+            feeds = random_inputs(model, self.runs, seed=0)
+        else:
+            names = {v.name for v in model.graph.inputs if v.const is None}
+            for i, given in enumerate(feeds):
+                missing = sorted(names - set(given))
+                if missing:
+                    raise OnnxForgeError(
+                        f"calibration input set {i} has no array for {', '.join(missing)}"
+                    )
+        self.result = choose_float32_ops(
+            model,
+            self.dtype,
+            feeds,
+            tolerance=self.tolerance,
+            keep_io_types=self.keep_io_types,
+            keep_float32=self.keep_float32,
+        )
+        if not self.result.met:
+            worst = ", ".join(
+                f"{name!r} {error:.3g}"
+                for name, error in self.result.errors.items()
+                if error > self.tolerance
+            )
+            raise OnnxForgeError(
+                f"mixed precision: after {self.result.rounds} rounds ({len(self.result.keep)} "
+                f"ops kept in float32) the outputs are still past the tolerance "
+                f"{self.tolerance:g} of their range: {worst}; give a larger --tolerance, "
+                "--keep-float32 for the ops you know, or convert less (--weights float16)"
+            )
+        return dict(self.result.keep)
