@@ -298,6 +298,42 @@ def test_a_loop_body_computes_in_the_new_type_and_reads_the_outer_weight_as_conv
     )
 
 
+SCAN = """<ir_version: 10, opset_import: ["" : 18]>
+g (float[3] x, float[5,3] rows) => (float[3] total, float[5,3] each) {
+    total, each = Scan <num_scan_inputs = 1, body = step (float[3] acc, float[3] row)
+        => (float[3] next, float[3] out) {
+        scaled = Mul (row, w)
+        next = Add (acc, scaled)
+        out = Tanh (next)
+    }> (x, rows)
+}"""
+
+
+def test_a_scan_body_computes_in_the_new_type_with_its_state_and_scan_outputs() -> None:
+    w = np.array([0.5, -1.5, 2.0], dtype=np.float32)
+    model = model_from_text(SCAN, w=w)
+    _, proto = _convert(model)
+    scan = next(n for n in proto.graph.node if n.op_type == "Scan")
+    body = (
+        scan.attribute[0].g
+        if scan.attribute[0].type == onnx.AttributeProto.GRAPH
+        else next(a.g for a in scan.attribute if a.type == onnx.AttributeProto.GRAPH)
+    )
+    assert [i.type.tensor_type.elem_type for i in body.input] == [TensorProto.FLOAT16] * 2
+    assert [o.type.tensor_type.elem_type for o in body.output] == [TensorProto.FLOAT16] * 2
+    assert _dtype(proto, "w") == TensorProto.FLOAT16
+    assert not [n for n in body.node if n.op_type == "Cast"]
+    assert [o.type.tensor_type.elem_type for o in proto.graph.output] == [1, 1]  # io kept
+    rng = np.random.default_rng(2)
+    feeds = {
+        "x": rng.standard_normal(3).astype(np.float32),
+        "rows": rng.standard_normal((5, 3)).astype(np.float32),
+    }
+    want = run_onnxruntime(to_proto(model_from_text(SCAN, w=w)), feeds)
+    _assert_close(want, run_onnxruntime(proto, feeds), HALF_TOLERANCE)
+    _assert_close(want, _reference(proto, feeds), HALF_TOLERANCE)
+
+
 IF = """<ir_version: 10, opset_import: ["" : 18]>
 g (float[3] x, bool flag) => (float[3] y) {
     y = If (flag) <then_branch = then_g () => (float[3] t) {
