@@ -314,11 +314,7 @@ def test_a_scan_body_computes_in_the_new_type_with_its_state_and_scan_outputs() 
     model = model_from_text(SCAN, w=w)
     _, proto = _convert(model)
     scan = next(n for n in proto.graph.node if n.op_type == "Scan")
-    body = (
-        scan.attribute[0].g
-        if scan.attribute[0].type == onnx.AttributeProto.GRAPH
-        else next(a.g for a in scan.attribute if a.type == onnx.AttributeProto.GRAPH)
-    )
+    body = next(a.g for a in scan.attribute if a.type == onnx.AttributeProto.GRAPH)
     assert [i.type.tensor_type.elem_type for i in body.input] == [TensorProto.FLOAT16] * 2
     assert [o.type.tensor_type.elem_type for o in body.output] == [TensorProto.FLOAT16] * 2
     assert _dtype(proto, "w") == TensorProto.FLOAT16
