@@ -3,7 +3,7 @@ published, on random inputs; a difference past the budget is exit 1 with nothing
 
 from __future__ import annotations
 
-__all__ = ["CHECK_SEED", "WEIGHTS_TOLERANCE", "check_result", "float_inputs"]
+__all__ = ["CHECK_SEED", "check_result", "float_inputs"]
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import typer
 
+from onnxforge.api._mixed_precision import WEIGHTS_TOLERANCE
 from onnxforge.api._optimize import fix_input_shapes
 from onnxforge.api.compare import (
     DEFAULT_ATOL,
@@ -27,9 +28,6 @@ from onnxforge.io import load
 from onnxforge.ir import DType, Model, TensorType
 from onnxforge.passes.convert_precision import HALVES
 
-WEIGHTS_TOLERANCE = 1e-3
-"""--check's default budget after --weights: only the weights are rounded (float16 keeps
-3.3 digits of each), every op computes in float32."""
 CHECK_SEED = 1
 """--check's inputs after a precision conversion differ from its calibration's (seed 0): the
 proof is not the fit."""
@@ -89,7 +87,9 @@ def check_result(
             ]
         else:
             assert tolerance is not None
-            measured = compare_within(source, staged, feeds, names, input_dtypes=changed)
+            measured = compare_within(
+                source, staged, feeds, names, input_dtypes=changed, tolerance=tolerance
+            )
             found = [e.to_json() for e in measured]
             problems = []
             for e in measured:

@@ -23,7 +23,6 @@ from onnxforge.api._mixed_precision import (
     Calibration,
     load_calibration,
 )
-from onnxforge.api.compare import HALF_TOLERANCE
 from onnxforge.cli._app import note
 
 KeepFloat32 = Annotated[
@@ -32,7 +31,8 @@ KeepFloat32 = Annotated[
         "--keep-float32",
         metavar="OPS",
         help="With --dtype: comma-separated node names, output names or op types that stay "
-        "float32. Default: none beyond what the conversion finds.",
+        "float32 (with --weights: weight names). Default: none beyond what the conversion "
+        "finds.",
         show_default=False,
     ),
 ]
@@ -43,7 +43,8 @@ Calibrate = Annotated[
         metavar="N",
         help="With --dtype float16/bfloat16: run the float32 model on N random input sets "
         "(onnxruntime) and keep in float32 the ops whose values leave the half type's range or "
-        "whose error grows past --tolerance; 0 converts by the schemas alone. "
+        "whose error grows past --tolerance (with --weights: the weights whose rounding moves "
+        "the outputs past it); 0 converts by the schemas alone. "
         f"Default: {DEFAULT_CALIBRATION_RUNS}.",
         show_default=False,
     ),
@@ -73,15 +74,18 @@ def calibration_for(
     tolerance: float | None,
     keep_io_types: bool,
     keep: list[str],
+    weights: str | None = None,
 ) -> Calibration | None:
-    """The automatic mixed precision the options ask for (None: the schemas alone). Without
-    onnxruntime it is skipped with a note: the conversion still holds every type rule."""
+    """The automatic mixed precision the options ask for (None: the schemas alone); with
+    ``weights`` (--weights), the weights whose half rounding moves the outputs past the
+    budget stay float32. Without onnxruntime it is skipped with a note: the conversion still
+    holds every type rule."""
     if runs < 0:
         raise typer.BadParameter("must be 0 or more", param_hint="'--calibrate'")
-    if dtype not in ("float16", "bfloat16"):
+    if dtype not in ("float16", "bfloat16") and weights is None:
         if folder is not None:
             raise typer.BadParameter(
-                "needs --dtype float16 or bfloat16", param_hint="'--calibration'"
+                "needs --dtype float16|bfloat16 or --weights", param_hint="'--calibration'"
             )
         return None
     if runs == 0 and folder is None:
@@ -93,17 +97,22 @@ def calibration_for(
         )
         return None
     return Calibration(
-        dtype,
+        weights or dtype or "float16",
         runs=runs,
         feeds=None if folder is None else load_calibration(folder),
-        tolerance=HALF_TOLERANCE if tolerance is None else tolerance,
+        tolerance=tolerance,
         keep_io_types=keep_io_types,
         keep_float32=dict.fromkeys(keep, "asked (--keep-float32)"),
+        weights_only=weights is not None,
     )
 
 
-def calibration_json(calibration: Calibration | None) -> dict[str, Any] | None:
-    """What the automatic mixed precision measured, for --json."""
+def calibration_json(calibration: Calibration | None, name: str) -> dict[str, Any] | None:
+    """What the automatic mixed precision measured, for --json; a calibration skipped (the
+    model does not run on random inputs) is said in a note too."""
+    if calibration is not None and calibration.skipped is not None:
+        note(f"{name}: no calibration: {calibration.skipped}")
+        return {"skipped": calibration.skipped}
     if calibration is None or calibration.result is None:
         return None
     found = calibration.result
@@ -111,6 +120,7 @@ def calibration_json(calibration: Calibration | None) -> dict[str, Any] | None:
         "input_sets": len(calibration.feeds) if calibration.feeds else calibration.runs,
         "rounds": found.rounds,
         "tolerance": found.tolerance,
+        "weights_only": calibration.weights_only,
         "errors": found.errors,
         "kept_float32": found.keep,
     }

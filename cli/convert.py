@@ -14,7 +14,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from onnxforge.api._mixed_precision import DEFAULT_CALIBRATION_RUNS, Calibration
+from onnxforge.api._mixed_precision import (
+    DEFAULT_CALIBRATION_RUNS,
+    WEIGHTS_TOLERANCE,
+    Calibration,
+)
 from onnxforge.api.compare import (
     HALF_TOLERANCE,
 )
@@ -44,7 +48,7 @@ from onnxforge.cli._app import (
     warn_stale,
     writing,
 )
-from onnxforge.cli._check_result import WEIGHTS_TOLERANCE, check_result, float_inputs
+from onnxforge.cli._check_result import check_result, float_inputs
 from onnxforge.cli._precision import (
     Calibrate,
     CalibrationDir,
@@ -194,8 +198,8 @@ def convert(
             raise typer.BadParameter("--dry-run writes nothing", param_hint="'--in-place'")
         _check_options(opset, dtype, weights_as, dry_run)
         keep = keep_list(keep_float32)
-        if keep and dtype is None:
-            raise typer.BadParameter("needs --dtype", param_hint="'--keep-float32'")
+        if keep and dtype is None and weights_as is None:
+            raise typer.BadParameter("needs --dtype or --weights", param_hint="'--keep-float32'")
         mixed = calibration_for(
             name,
             dtype,
@@ -204,6 +208,7 @@ def convert(
             tolerance=tolerance,
             keep_io_types=keep_io_types,
             keep=keep,
+            weights=weights_as,
         )
         if check < 0:
             raise typer.BadParameter("must be 0 or more", param_hint="'--check'")
@@ -269,7 +274,7 @@ def convert(
                 with progress(what, expected_long=long or mixed is not None):
                     done = precision(loaded)
                 report["precision"] = _precision_json(precision, done)
-                report["precision"]["calibration"] = calibration_json(mixed)
+                report["precision"]["calibration"] = calibration_json(mixed, name)
             report["seconds"] = round(time.perf_counter() - start, 4)
             weights = sum(v.const.nbytes for v in loaded.graph.initializers if v.const is not None)
             guard = guard_for(
@@ -360,8 +365,8 @@ def _precision_pass(
         return ConvertPrecisionPass(
             dtype, keep_io_types=keep_io_types, keep_float32=keep, choose=mixed
         )
-    if weights is not None:
-        return ConvertPrecisionPass(weights, weights_only=True)
+    if weights is not None:  # --keep-float32 names weights here
+        return ConvertPrecisionPass(weights, weights_only=True, keep_float32=keep, choose=mixed)
     return None
 
 

@@ -315,7 +315,7 @@ def optimize(
                 "before": size_summary(before),
                 "after": size_summary(after),
                 "notes": ([explained] if explained else []) + rank_notes,
-                "calibration": calibration_json(mixed),
+                "calibration": calibration_json(mixed, name),
             }
             guard = guard_for(
                 source,

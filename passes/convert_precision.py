@@ -47,6 +47,8 @@ DTYPES = {"float16": DType.FLOAT16, "bfloat16": DType.BFLOAT16, "float32": DType
 HALVES = frozenset({DType.FLOAT16, DType.BFLOAT16})
 MIN_WEIGHT_ELEMENTS = 16
 """weights_only leaves smaller initializers in float32: a Cast costs more than they save."""
+KEPT_NOTES = frozenset({"kept_float32", "weights_kept_float32"})
+"""Notes of what stayed as it was: alone, they leave the model unmodified."""
 TYPE_ATTRIBUTES = ("to", "dtype")
 """Attributes that name an op's output element type (Cast, RandomNormal, EyeLike, ...)."""
 EXACT = {DType.FLOAT16: {1, 11}, DType.BFLOAT16: {1, 11}, DType.FLOAT: {11}}
@@ -152,7 +154,9 @@ class ConvertPrecisionPass(Pass):
 
     ``weights_only``: float32 initializers (and Constant values) of at least ``min_elements``
     are stored in ``dtype`` behind one Cast to float32 each: every op still computes in
-    float32, and the file shrinks by about half.
+    float32, and the file shrinks by about half. There ``keep_float32`` names weights
+    (initializers, Constant outputs) that stay float32, and ``choose`` adds to them
+    (``onnxforge.api.Calibration(weights_only=True)``, which runs the model).
     """
 
     name: ClassVar[str] = "convert-precision"
@@ -189,18 +193,18 @@ class ConvertPrecisionPass(Pass):
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
         target = DTYPES[self.dtype]
-        if self.weights_only:
-            self._compress_weights(model, target, result)
-        else:
-            given = self.keep_float32
-            if self.choose is not None:  # what the model computes says more ops stay
-                self.keep_float32 = {**self.choose(model), **given}
-            try:
+        given = self.keep_float32
+        if self.choose is not None:  # what the model computes says more stays float32
+            self.keep_float32 = {**self.choose(model), **given}
+        try:
+            if self.weights_only:
+                self._compress_weights(model, target, result)
+            else:
                 self._convert(model, target, result)
-            finally:
-                self.keep_float32 = given
-            refresh_captures(model)
-        result.modified = any(k != "kept_float32" for k in result.stats)
+                refresh_captures(model)
+        finally:
+            self.keep_float32 = given
+        result.modified = any(k not in KEPT_NOTES for k in result.stats)
         return result
 
     def ensures(self, model: Model) -> None:
@@ -218,6 +222,9 @@ class ConvertPrecisionPass(Pass):
 
     # -- weights only ------------------------------------------------------------------------
     def _compress_weights(self, model: Model, target: int, result: PassResult) -> None:
+        """Store each float32 weight of ``min_elements`` or more in ``target`` behind a Cast
+        to float32 under its name; a weight ``keep_float32`` names stays as it is (noted as
+        ``weights_kept_float32`` with the reason)."""
         bodies = {g for f in model.functions for g in walk_graphs(f.graph)}
         for graph, opset in graphs_with_opset(model):
             if graph in bodies:
@@ -229,6 +236,10 @@ class ConvertPrecisionPass(Pass):
                 if tensor is None or tensor.dtype != DType.FLOAT:
                     continue
                 if tensor.size < self.min_elements or not graph.is_used(value):
+                    continue
+                if value.name in self.keep_float32:
+                    reason = self.keep_float32[value.name]
+                    result.note("weights_kept_float32", f"{value.name}: {reason}")
                     continue
                 problem = _problem(
                     "Cast", "", opset=opset, attrs=frozenset({"to"}), inputs=(target,),

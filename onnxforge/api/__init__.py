@@ -10,6 +10,7 @@ __all__ = [
     "Problem",
     "check",
     "choose_float32_ops",
+    "choose_float32_weights",
     "convert",
     "fold",
     "infer",
@@ -17,5 +18,10 @@ __all__ = [
 ]
 
 from onnxforge.api._check import Problem, check
-from onnxforge.api._mixed_precision import Calibration, MixedPrecision, choose_float32_ops
+from onnxforge.api._mixed_precision import (
+    Calibration,
+    MixedPrecision,
+    choose_float32_ops,
+    choose_float32_weights,
+)
 from onnxforge.api._optimize import convert, fold, infer, optimize

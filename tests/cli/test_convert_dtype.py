@@ -443,3 +443,50 @@ def test_a_budget_calibration_cannot_meet_is_exit_1_saying_what_to_change(
     message = " ".join(result.stderr.split())
     assert "mixed precision: after" in message and "give a larger --tolerance" in message
     assert not out.exists()
+
+
+def test_weights_calibration_and_keep_float32_name_weights(tmp_path: Path) -> None:
+    path = _write(tmp_path)
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(
+        app,
+        ["convert", str(path), "--weights", "float16", "--keep-float32", "w1", "--check", "2",
+         "-o", str(out), "--json", "-"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    calibration = report["precision"]["calibration"]
+    assert calibration["weights_only"] is True and calibration["input_sets"] == 5
+    assert max(calibration["errors"].values()) <= 1e-3
+    types = {i.name: i.data_type for i in onnx.load(out).graph.initializer}
+    assert types["w1"] == TensorProto.FLOAT  # asked
+    assert TensorProto.FLOAT16 in types.values()
+    assert all(e.get("max_relative_to_range", 0) <= 1e-3 for e in report["check"])
+
+
+def test_calibration_is_skipped_with_a_note_when_random_inputs_do_not_run(
+    tmp_path: Path,
+) -> None:
+    """Unknown dims get 2 and 5: a Reshape to rows of 4 cannot take 10 elements."""
+    proto = parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[N, S] x) => (float[M, 4] y) {
+            shape = Constant <value = int64[2] {-1, 4}> ()
+            r = Reshape (x, shape)
+            y = MatMul (r, w)
+        }"""
+    )
+    proto.graph.initializer.append(numpy_helper.from_array(np.eye(4, dtype=np.float32), "w"))
+    path = tmp_path / "rows.onnx"
+    onnx.save(proto, path)
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(
+        app, ["convert", str(path), "--dtype", "float16", "-o", str(out), "--json", "-"]
+    )
+    assert result.exit_code == 0, result.output
+    message = " ".join(result.stderr.split())
+    assert "no calibration: onnxruntime cannot run the float32 model" in message
+    assert "give --calibration DIR" in message
+    skipped = json.loads(result.stdout)["precision"]["calibration"]["skipped"]
+    assert skipped.startswith("onnxruntime cannot run the float32 model")
+    assert {i.name: i.data_type for i in onnx.load(out).graph.initializer}["w"] == 10

@@ -545,3 +545,59 @@ def test_weights_only_stores_float16_behind_one_cast_and_computes_in_float32() -
     want, got = run_onnxruntime(original, MLP_FEEDS), run_onnxruntime(proto, MLP_FEEDS)
     for a, b in zip(want, got, strict=True):
         np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-3 * float(np.abs(a).max()))
+
+
+def test_weights_only_keeps_the_weights_keep_float32_names_and_notes_why() -> None:
+    model = model_from_text(MLP, **_mlp_weights())
+    report, proto = _convert(
+        model, "float16", weights_only=True, keep_float32={"w2": "its rounding moves y"}
+    )
+    assert report.details("convert-precision", "weights_kept_float32") == [
+        "w2: its rounding moves y"
+    ]
+    assert sorted(report.details("convert-precision", "weights_compressed")) == ["b1", "w1"]
+    assert _dtype(proto, "w2") == TensorProto.FLOAT
+    halves = {i.name for i in proto.graph.initializer if i.data_type == TensorProto.FLOAT16}
+    assert halves == {"w1_float16", "b1_float16"}
+    casts = [n for n in proto.graph.node if n.op_type == "Cast"]
+    assert sorted(c.output[0] for c in casts) == ["b1", "w1"]
+    y = next(n for n in proto.graph.node if n.output[0] == "y")
+    assert list(y.input) == ["a", "w2"]
+
+
+def test_weights_only_keep_float32_alone_leaves_the_model_unmodified() -> None:
+    model = model_from_text(MLP, **_mlp_weights())
+    keep = dict.fromkeys(["w1", "b1", "w2"], "asked")
+    result = ConvertPrecisionPass("float16", weights_only=True, keep_float32=keep)(model)
+    assert not result.modified
+    assert result.stats == Counter({"weights_kept_float32": 3})
+    assert "Cast" not in _ops(to_proto(model))
+
+
+def test_weights_only_choose_adds_weights_from_the_model_it_is_given() -> None:
+    seen: list[set[str]] = []
+
+    def choose(given: Model) -> dict[str, str]:
+        seen.append({v.name for v in given.graph.initializers})
+        return {"w1": "chosen", "b1": "chosen"}
+
+    model = model_from_text(MLP, **_mlp_weights())
+    convert = ConvertPrecisionPass(
+        "float16", weights_only=True, keep_float32={"b1": "asked"}, choose=choose
+    )
+    report, proto = _convert_with(model, convert)
+    assert seen == [{"w1", "b1", "w2", "shape"}]
+    kept = report.details("convert-precision", "weights_kept_float32")
+    assert sorted(kept) == ["b1: asked", "w1: chosen"]  # the caller's reason wins
+    assert report.details("convert-precision", "weights_compressed") == ["w2"]
+    assert convert.keep_float32 == {"b1": "asked"}  # what choose added lasts one call
+    assert _dtype(proto, "w1") == _dtype(proto, "b1") == TensorProto.FLOAT
+
+
+def _convert_with(model: Model, convert: ConvertPrecisionPass) -> tuple[Report, onnx.ModelProto]:
+    report = PassManager([convert], verify_each=True).run(model)
+    ir.verify(model)
+    proto = to_proto(model)
+    onnx.checker.check_model(proto, full_check=True)
+    _assert_clean(proto, weights_only=True)
+    return report, proto

@@ -1,7 +1,9 @@
 """Automatic mixed precision (issue 28, part 2): the range step keeps the producers and
 readers of values float16 cannot hold, the error step the ops whose error grows; each result
 is checked on onnx's reference evaluator, which computes float16 in float16 (onnxruntime's
-CPU provider runs float16 ops it has no kernel for in float32, unrounded between them)."""
+CPU provider runs float16 ops it has no kernel for in float32, unrounded between them).
+Calibrated weights-only compression keeps the weights whose rounding moves the outputs past
+WEIGHTS_TOLERANCE; its results run on onnxruntime as written (every op in float32)."""
 
 from __future__ import annotations
 
@@ -10,16 +12,24 @@ from typing import Any
 
 import numpy as np
 import pytest
+from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 
-from onnxforge.api._mixed_precision import _batches, choose_float32_ops
+from onnxforge.api import _mixed_precision
+from onnxforge.api._mixed_precision import (
+    WEIGHTS_TOLERANCE,
+    Calibration,
+    _batches,
+    choose_float32_ops,
+    choose_float32_weights,
+)
 from onnxforge.api.compare import HALF_TOLERANCE, range_error
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import from_proto, to_proto
 from onnxforge.ir import Model
 from onnxforge.passes import ConvertPrecisionPass
 from onnxforge.shape_infer import infer
-from onnxforge.testing import model_from_text
+from onnxforge.testing import model_from_text, run_onnxruntime
 
 pytest.importorskip("onnxruntime")
 
@@ -213,3 +223,161 @@ def test_bad_dtype_and_no_feeds_are_refused() -> None:
         choose_float32_ops(model, "float8", FEEDS)
     with pytest.raises(OnnxForgeError, match="no input sets"):
         choose_float32_ops(model, "float16", [])
+
+
+# -- weights only -------------------------------------------------------------------------------
+RNG = np.random.default_rng(3)
+XW = RNG.standard_normal((16, 8)).astype(np.float32)
+WEIGHT_FEEDS = [{"x": XW}]
+OFFSET = """
+g (float[16, 8] x) => (float[16, 8] y) {
+  h = MatMul (x, w)
+  bt = Transpose (big)
+  a = Add (h, bt)
+  k = Constant <value = float {1000.0}> ()
+  y = Sub (a, k)
+}"""
+"""y = x w + (big^T - 1000): float16 holds big's values near 1000 to 0.25, y's range is 10."""
+OFFSET_WEIGHTS = {
+    "w": RNG.standard_normal((8, 8)).astype(np.float32),
+    "big": (1000 + 0.3 * RNG.standard_normal((8, 16))).astype(np.float32),
+}
+CANCELLING = """
+g (float[16, 8] x) => (float[16, 8] d) {
+  a = Mul (x, k)
+  c = Constant <value = float {1000.0}> ()
+  b = Mul (x, c)
+  d = Sub (a, b)
+}"""
+"""d = x k - 1000 x: k's rounding is lost in a, and all that is left of it in d."""
+
+
+def _weights_error(model: Model, keep: Mapping[str, str]) -> float:
+    """The weights-only compression's largest error over the outputs, run as written."""
+    small = from_proto(to_proto(model))
+    ConvertPrecisionPass("float16", weights_only=True, keep_float32=keep)(small)
+    want = run_onnxruntime(model, WEIGHT_FEEDS[0])
+    got = run_onnxruntime(small, WEIGHT_FEEDS[0])
+    return max(range_error(a, b)[1] for a, b in zip(want, got, strict=True))
+
+
+def test_weight_whose_rounding_moves_the_output_past_the_budget_is_kept() -> None:
+    model = _model(OFFSET, **OFFSET_WEIGHTS)
+    before = to_proto(model).SerializeToString()
+    plain = _weights_error(model, {})
+    assert plain > 10 * WEIGHTS_TOLERANCE
+    found = choose_float32_weights(model, "float16", WEIGHT_FEEDS)
+    assert list(found.keep) == ["big"]  # read through a Transpose; w's rounding is harmless
+    assert found.keep["big"] == f"its rounding moves 'y' by about {plain:.1e} of its range"
+    assert found.rounds == 2 and found.met
+    assert 0 < found.errors["y"] <= WEIGHTS_TOLERANCE
+    assert to_proto(model).SerializeToString() == before
+    assert _weights_error(model, found.keep) == pytest.approx(found.errors["y"])
+
+
+def test_weight_whose_rounding_a_cancellation_lays_bare_is_kept() -> None:
+    k = (1000 + 0.01 * RNG.standard_normal((16, 8))).astype(np.float32)
+    model = _model(CANCELLING, k=k)
+    assert _weights_error(model, {}) > 0.1
+    found = choose_float32_weights(model, "float16", WEIGHT_FEEDS)
+    assert list(found.keep) == ["k"]
+    assert found.keep["k"].startswith("its rounding moves 'd' by about ")
+    assert found.errors == {"d": 0.0} and found.rounds == 2
+
+
+def test_index_output_whose_near_tie_flips_keeps_the_weight_behind_it() -> None:
+    w = RNG.standard_normal((8, 4)).astype(np.float32)
+    w[:, 1] = w[:, 0] + 1e-4 * RNG.standard_normal(8).astype(np.float32)  # below float16's
+    model = _model(
+        """
+g (float[16, 8] x) => (int64[16] i) {
+  m = MatMul (x, w)
+  s = Add (m, b)
+  i = ArgMax <axis = 1, keepdims = 0> (s)
+}""",
+        w=w,
+        b=np.array([0, 0, -100, -100], np.float32),  # 4 values: not compressed
+    )
+    assert _weights_error(model, {}) == 1.0  # a row's pick flips between columns 0 and 1
+    found = choose_float32_weights(model, "float16", WEIGHT_FEEDS)
+    assert list(found.keep) == ["w"]
+    assert found.errors == {"i": 0.0}
+
+
+def test_model_whose_compressed_weights_meet_the_budget_keeps_nothing() -> None:
+    w = RNG.standard_normal((8, 3)).astype(np.float32)
+    model = _model(
+        """
+g (float[16, 8] x) => (float[16, 3] y) {
+  m = MatMul (x, w)
+  y = Relu (m)
+}""",
+        w=w,
+    )
+    found = choose_float32_weights(model, "float16", WEIGHT_FEEDS)
+    assert found.keep == {} and found.rounds == 1
+    assert 0 < found.errors["y"] <= WEIGHTS_TOLERANCE
+
+
+def test_weight_beyond_float16_is_kept_before_any_error_is_measured() -> None:
+    w = RNG.standard_normal((8, 8)).astype(np.float32)
+    w[2, 3] = 1e5  # compressed, it would be clamped to 65504
+    model = _model("g (float[16, 8] x) => (float[16, 8] y) { y = MatMul (x, w) }", w=w)
+    found = choose_float32_weights(model, "float16", WEIGHT_FEEDS)
+    assert found.keep == {"w": "values up to 1e+05 exceed float16's 65504"}
+    assert found.rounds == 1 and found.errors == {"y": 0.0}
+
+
+def test_weights_budget_not_met_in_max_rounds_returns_the_last_measure() -> None:
+    model = _model(OFFSET, **OFFSET_WEIGHTS)
+    found = choose_float32_weights(
+        model, "float16", WEIGHT_FEEDS, max_rounds=1, keep_float32={"w": "asked"}
+    )
+    assert found.keep == {"w": "asked"}
+    assert found.rounds == 1 and not found.met
+    assert found.errors["y"] > WEIGHTS_TOLERANCE
+
+
+def test_weights_calibration_chooses_for_the_pass_and_the_file_keeps_only_that_weight() -> None:
+    model = _model(OFFSET, **OFFSET_WEIGHTS)
+    calibration = Calibration("float16", feeds=WEIGHT_FEEDS, weights_only=True)
+    assert calibration.budget == WEIGHTS_TOLERANCE
+    small = from_proto(to_proto(model))
+    result = ConvertPrecisionPass("float16", weights_only=True, choose=calibration)(small)
+    assert calibration.result is not None and list(calibration.result.keep) == ["big"]
+    assert result.details["weights_kept_float32"] == [f"big: {calibration.result.keep['big']}"]
+    assert result.details["weights_compressed"] == ["w"]
+    proto = to_proto(small)
+    types = {i.name: i.data_type for i in proto.graph.initializer}
+    assert types == {"big": TensorProto.FLOAT, "w_float16": TensorProto.FLOAT16}
+    casts = [(n.input[0], n.output[0]) for n in proto.graph.node if n.op_type == "Cast"]
+    assert casts == [("w_float16", "w")]
+    want = run_onnxruntime(model, WEIGHT_FEEDS[0])[0]
+    assert range_error(want, run_onnxruntime(proto, WEIGHT_FEEDS[0])[0])[1] <= WEIGHTS_TOLERANCE
+
+
+def test_weights_calibration_that_cannot_meet_the_budget_says_what_to_change() -> None:
+    calibration = Calibration("float16", feeds=WEIGHT_FEEDS, weights_only=True, max_rounds=1)
+    with pytest.raises(OnnxForgeError, match=r"0 weights kept.*'y' 0\.01.*--calibrate 0"):
+        ConvertPrecisionPass("float16", weights_only=True, choose=calibration)(
+            _model(OFFSET, **OFFSET_WEIGHTS)
+        )
+
+
+def test_weight_whose_rounding_turns_an_output_infinite_is_kept() -> None:
+    w = (1 + RNG.random((16, 8))).astype(np.float32)
+    w[0, 0] = 1e-9  # 0 in float16; the others keep the weight past the range step
+    model = _model("g (float[16, 8] x) => (float[16, 8] y) { y = Div (x, w) }", w=w)
+    found = choose_float32_weights(model, "float16", WEIGHT_FEEDS)
+    assert found.keep == {"w": "'y' turns NaN or infinite with it"}
+    assert found.rounds == 2 and found.errors == {"y": 0.0}
+
+
+def test_twins_are_exposed_in_the_same_run_as_their_ops_when_runs_are_split(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = _model(OFFSET, **OFFSET_WEIGHTS)
+    whole = choose_float32_weights(model, "float16", WEIGHT_FEEDS)
+    monkeypatch.setattr(_mixed_precision, "MEMORY_BUDGET", 2048)  # 4 values of 512 bytes
+    split = choose_float32_weights(model, "float16", WEIGHT_FEEDS)
+    assert split == whole
