@@ -37,11 +37,13 @@ _FLOATS = frozenset({DType.FLOAT, *HALVES})
 def float_inputs(model: Model) -> dict[str, np.dtype]:
     """The numpy type of each float graph input (the result's, read before it is released:
     with --no-keep-io-types they differ from the original's)."""
-    return {
-        v.name: DType(v.type.dtype).numpy
-        for v in model.graph.inputs
-        if isinstance(v.type, TensorType) and v.type.dtype in _FLOATS
-    }
+    found: dict[str, np.dtype] = {}
+    for v in model.graph.inputs:
+        if isinstance(v.type, TensorType) and v.type.dtype in _FLOATS:
+            dtype = DType(v.type.dtype).numpy
+            if dtype is not None:
+                found[v.name] = dtype
+    return found
 
 
 def check_result(
