@@ -4,7 +4,7 @@ models.
 
     python benchmarks/precision.py run [--models GLOB,...] [--modes a,b] [--jobs N] [--force]
                                        [--limit N] [--timeout S] [--amp-timeout S]
-                                       [--judge-timeout S] [--mem-limit GiB]
+                                       [--judge-timeout S] [--mem-limit GiB] [--subset TEXT]
                                        [--out benchmarks/results/precision.md]
     python benchmarks/precision.py report [--out benchmarks/results/precision.md]
 
@@ -31,8 +31,8 @@ on is run by ``onnx.reference.ReferenceEvaluator`` instead, whose own error on t
 (first input set) is kept beside it (the judge's floor); both within ``--judge-timeout``. Per
 output: ``compare.range_error`` (the largest absolute difference over the float32 output's
 range), its largest over the sets, and NaN/Inf where the original is finite. Results:
-``precision.json`` (resumable: a later run redoes only the
-model/mode cells it lacks, or all with --force) and ``precision.md``.
+``precision.json`` (resumable: a later run redoes only the model/mode cells it lacks, or all
+with --force) and ``precision.md``.
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ def _errors(want: list[list[Any]], got: list[list[Any]], names: list[str]) -> li
     found = []
     for k, name in enumerate(names):
         worst_abs = worst_rel = 0.0
-        new_nonfinite, changed, total, note = 0, 0, 0, ""
+        new_nonfinite, changed, total, note, shape = 0, 0, 0, "", ""
         for w_set, g_set in zip(want, got, strict=True):
             w, g = w_set[k], g_set[k]
             if not isinstance(w, np.ndarray) or not isinstance(g, np.ndarray):
@@ -240,6 +240,8 @@ def _errors(want: list[list[Any]], got: list[list[Any]], names: list[str]) -> li
                 a = r = 0.0 if same else math.inf
             else:
                 a, r = range_error(w, g)
+                if w.shape != g.shape and not shape:
+                    shape = f"shape {list(g.shape)}, the original's {list(w.shape)}"
                 if w.shape == g.shape and w.dtype.kind in "biu":
                     changed, total = changed + int(np.sum(w != g)), total + w.size
                 if w.shape == g.shape and w.dtype.kind in "fc":
@@ -252,6 +254,8 @@ def _errors(want: list[list[Any]], got: list[list[Any]], names: list[str]) -> li
                  "new_nonfinite": new_nonfinite}  # fmt: skip
         if total:
             entry["changed"] = [changed, total]
+        if shape:
+            entry["shape"] = shape
         if note:
             entry["note"] = note
         found.append(entry)
@@ -472,8 +476,8 @@ def worst(record: Mapping[str, Any], floats: bool = False) -> tuple[float, str]:
 def verdict(record: Mapping[str, Any] | None, tolerance: float = TOLERANCE) -> tuple[str, str]:
     """A cell's status (ok, over, nan, judge-fail, unjudged, not-written, timeout, crash, or -
     when not run) and its detail. Whether onnxruntime loads it is apart (``in_ort``).
-    *unjudged*: neither onnxruntime nor the reference evaluator runs the output, and the
-    reference evaluator does not run the original either (its limit, not the conversion's)."""
+    *unjudged*: onnxruntime does not run the output and the reference evaluator does not run
+    the original either, or computes it past ``tolerance`` (its limit, not the conversion's)."""
     if record is None:
         return "-", ""
     if not record.get("written"):
@@ -484,6 +488,10 @@ def verdict(record: Mapping[str, Any] | None, tolerance: float = TOLERANCE) -> t
         if "floor_error" in record:
             return "unjudged", f"{record.get('judge_error', '')}; on the original too"
         return "judge-fail", record.get("judge_error", "")
+    floor = record.get("floor")
+    if record.get("judge") == "reference" and floor is not None and floor > tolerance:
+        return "unjudged", (f"the reference evaluator is {_g(floor)} of the range off on the "
+                            f"original (the output: {_g(worst(record)[0])})")  # fmt: skip
     bad = [o for o in record["outputs"] if o["new_nonfinite"]]
     if bad:
         found = ", ".join(f"{o['name']}: {o['new_nonfinite']} NaN/Inf" for o in bad[:3])
@@ -492,6 +500,7 @@ def verdict(record: Mapping[str, Any] | None, tolerance: float = TOLERANCE) -> t
     if rel > tolerance:
         top = next(o for o in record["outputs"] if o["name"] == name)
         moved = f", {top['changed'][0]} of {top['changed'][1]} changed" if "changed" in top else ""
+        moved += f", {top['shape']}" if "shape" in top else ""
         return "over", (f"{name} ({top['dtype']}): {_g(rel)} of the range (abs {_g(top['abs'])}"
                         f"{moved})" + _by(record))  # fmt: skip
     return "ok", ""
@@ -569,6 +578,23 @@ def _versions() -> dict[str, str]:
     return found
 
 
+def _codes(meta: Mapping[str, Any], results: Mapping[str, Any]) -> str:
+    """The code the onnxforge cells were measured with, grouped by snapshot (commits that
+    differ only outside the code share one), and how many cells each."""
+    snapshots = {r["code"]: r["snapshot"] for r in meta.get("runs", [])}
+    cells: Counter[str] = Counter()
+    commits: dict[str, set[str]] = {}
+    for r in results.values():
+        for mode in OURS:
+            code = r.get("modes", {}).get(mode, {}).get("code")
+            if code:
+                snap = snapshots.get(code, "?")
+                cells[snap] += 1
+                commits.setdefault(snap, set()).add(code)
+    return "; ".join(f"{', '.join(sorted(commits[s]))} (snapshot {s}): {n} cells"
+                     for s, n in cells.most_common()) or "-"  # fmt: skip
+
+
 def _left_out(stored: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """The wild models onnxruntime does not run (per wild.json) and the models without
     float32 weights or feeds, each with why."""
@@ -596,16 +622,13 @@ def write_report(stored: Mapping[str, Any], out: Path) -> None:
     wild_n = sum(not k.startswith("exporters/") for k in results)
     not_run, other = _left_out(stored)
     versions = ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items())
-    codes = Counter(r["modes"][m].get("code", "?") for r in results.values()
-                    for m in OURS if m in r.get("modes", {}))  # fmt: skip
+    codes = _codes(meta, results)
     lines = [
         "# Half precision: onnxforge convert --dtype / --weights against onnxconverter-common "
         "and onnxslim",
         "",
         "`python benchmarks/precision.py run` (see the README and the script's docstring). "
-        f"Environment: {versions}. onnxforge measured: "
-        + ("; ".join(f"{c} ({n} cells)" for c, n in codes.most_common()) or "-")
-        + ".",
+        f"Environment: {versions}. onnxforge measured: {codes}.",
         "",
         f"{len(results)} models: {wild_n} of the wild corpus (onnxruntime runs them and they "
         f"hold float32 weights) and {len(results) - wild_n} of `tests/data/exporters`. "
@@ -728,20 +751,24 @@ def write_report(stored: Mapping[str, Any], out: Path) -> None:
                 others = ", ".join(f"{m} {_brief(c)}" for m, c in r["modes"].items() if m != mode)
                 found.append(f"- `{k}`: " + "; ".join(parts) + f" [{others}]")
         lines += [f"### {mode}: {len(found)}", "", *(found or ["- none"]), ""]
-    lines += [f"### Not judged: onnxruntime does not run the output, nor the reference evaluator "
-              f"the original: {len(unjudged)}", "", *(unjudged or ["- none"]), ""]  # fmt: skip
+    lines += [f"### Not judged: onnxruntime does not run the output, and the reference evaluator "
+              f"does not run or reproduce the original: {len(unjudged)}", "",
+              *(unjudged or ["- none"]), ""]  # fmt: skip
     lines += ["### Why onnxruntime does not run the bfloat16 outputs: "
               f"{sum(ort_bf16.values())}", ""]  # fmt: skip
     lines += [f"- {downstream._cell(k, 200)}: {n}" for k, n in ort_bf16.most_common()] or [
         "- none"
     ]
-    lines += ["", "## Peers' failures", ""]
+    lines += ["", "## Peers' failures", "",
+              "By reason; an output onnxruntime does not run counts under onnxruntime's error "
+              "(the reference evaluator's judgement of it is in the per-model table).",
+              ""]  # fmt: skip
     for mode in PEERS:
         reasons: Counter[str] = Counter()
         for r in results.values():
             rec = r.get("modes", {}).get(mode)
             status, detail = verdict(rec)
-            if status == "ok" and rec and not in_ort(rec):
+            if rec and rec.get("written") and not in_ort(rec):
                 status, detail = "not in onnxruntime", rec.get("ort_error", "")
             if status not in ("ok", "-"):
                 reasons[f"{status}: {downstream._reason(detail)}"] += 1
