@@ -222,8 +222,8 @@ def _reference_run(path: str, feeds: list[dict[str, np.ndarray]]) -> list[list[A
 def _errors(want: list[list[Any]], got: list[list[Any]], names: list[str]) -> list[dict]:
     """Per output: the largest ``range_error`` (absolute, over the range) over the input sets,
     the elements NaN or infinite where the original's are finite, and for an integer or bool
-    output the elements that changed and of how many (an index that moved on a near tie is
-    an error by range_error's measure; the count says how often)."""
+    output the elements that changed and of how many (its error: their share over the sets,
+    as range_error measures one set)."""
     from onnxforge.api.compare import range_error
 
     found = []
@@ -254,6 +254,8 @@ def _errors(want: list[list[Any]], got: list[list[Any]], names: list[str]) -> li
                  "new_nonfinite": new_nonfinite}  # fmt: skip
         if total:
             entry["changed"] = [changed, total]
+            if not shape:  # range_error's measure of an integer output: the share that moved
+                entry["rel"] = changed / total
         if shape:
             entry["shape"] = shape
         if note:
@@ -464,7 +466,13 @@ def measure_model(entry: Mapping[str, Any], ctx: Context) -> None:
 def worst(record: Mapping[str, Any], floats: bool = False) -> tuple[float, str]:
     """The largest error over the range of any output (of any float output), and that
     output's name."""
-    outputs = [o for o in record.get("outputs", []) if "note" not in o]
+    outputs = [
+        {**o, "rel": o["changed"][0] / o["changed"][1]}
+        if "changed" in o and "shape" not in o and o["changed"][1]
+        else o
+        for o in record.get("outputs", [])
+        if "note" not in o
+    ]  # an integer output judged before its error was the share that moved: the same here
     if floats:
         outputs = [o for o in outputs if "float" in o["dtype"]]
     if not outputs:

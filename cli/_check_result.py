@@ -5,6 +5,7 @@ from __future__ import annotations
 
 __all__ = ["CHECK_SEED", "check_result", "float_inputs"]
 
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,10 @@ from onnxforge.api.compare import (
 )
 from onnxforge.cli._app import clip, errors, note
 from onnxforge.cli._progress import progress
-from onnxforge.io import load
+from onnxforge.io import load, save
 from onnxforge.ir import DType, Model, TensorType
 from onnxforge.passes.convert_precision import HALVES
+from onnxforge.passes.toolchain_forms import dropout_as_inference
 
 CHECK_SEED = 1
 """--check's inputs after a precision conversion differ from its calibration's (seed 0): the
@@ -65,7 +67,6 @@ def check_result(
     to its rounding. Past it: exit 1, nothing written. Returns what was measured (json)."""
     if tolerance is None and precision is not None:
         tolerance = WEIGHTS_TOLERANCE if precision == "weights" else HALF_TOLERANCE
-    bfloat16 = precision == "bfloat16"
     judges = "onnxruntime" if precision is None else "onnxruntime and the reference evaluator"
     with progress(f"checking on {judges} ({runs} input sets)", expected_long=True):
         original = load(source)
@@ -78,34 +79,73 @@ def check_result(
             for v in original.graph.inputs
             if isinstance(v.type, TensorType)
         }
-        del original
         changed = {k: t for k, t in result_inputs.items() if before.get(k) != t}
-        if precision is None:
-            rtol = DEFAULT_RTOL if tolerance is None else tolerance
-            atol = DEFAULT_ATOL if tolerance is None else tolerance
-            problems = compare_on_onnxruntime(source, staged, feeds, names, rtol=rtol, atol=atol)
-            found: list[dict[str, Any]] = [
-                {"judge": "onnxruntime", "problem": p} for p in problems
-            ]
-        else:
-            assert tolerance is not None
-            measured = compare_within(
-                source, staged, feeds, names, input_dtypes=changed, tolerance=tolerance
+        with tempfile.TemporaryDirectory(prefix="onnxforge-check-") as folder:
+            source, staged = _deterministic(original, source, staged, Path(folder))
+            del original
+            found = _measure(
+                source,
+                staged,
+                name,
+                feeds=feeds,
+                names=names,
+                changed=changed,
+                precision=precision,
+                tolerance=tolerance,
             )
-            found = [e.to_json() for e in measured]
-            problems = []
-            for e in measured:
-                if e.problem is not None and e.judge == "onnxruntime" and not bfloat16:
-                    problems.append(f"onnxruntime cannot run the result: {e.problem}")
-                elif e.problem is not None:  # onnxruntime's CPU lacks most bfloat16 kernels
-                    note(f"{name}: --check: {e.judge} cannot run the result: {e.problem}")
-                elif e.relative > tolerance:
-                    problems.append(
-                        f"output {e.output!r} ({e.judge}): largest difference {e.largest:.3g}, "
-                        f"{e.relative:.3g} of its range, past --tolerance {tolerance:g}"
-                    )
-            if all(e.problem is not None for e in measured):
-                problems.append("no judge could run the result")
+    return found
+
+
+def _deterministic(original: Model, source: Path, staged: Path, folder: Path) -> tuple[Path, Path]:
+    """The two models to compare: a Dropout left in training mode draws a new mask each run
+    (no two runs agree), so where the original has one, both are compared as inference
+    computes them (copies in ``folder``; the result written keeps its Dropouts)."""
+    if not dropout_as_inference(original):
+        return source, staged
+    result = load(staged)
+    dropout_as_inference(result)
+    save(original, folder / "original.onnx")
+    save(result, folder / "result.onnx")
+    return folder / "original.onnx", folder / "result.onnx"
+
+
+def _measure(
+    source: Path,
+    staged: Path,
+    name: str,
+    *,
+    feeds: list[dict[str, np.ndarray]],
+    names: list[str],
+    changed: Mapping[str, np.dtype],
+    precision: str | None,
+    tolerance: float | None,
+) -> list[dict[str, Any]]:
+    """The comparison check_result describes; past the budget, exit 1."""
+    bfloat16 = precision == "bfloat16"
+    if precision is None:
+        rtol = DEFAULT_RTOL if tolerance is None else tolerance
+        atol = DEFAULT_ATOL if tolerance is None else tolerance
+        problems = compare_on_onnxruntime(source, staged, feeds, names, rtol=rtol, atol=atol)
+        found: list[dict[str, Any]] = [{"judge": "onnxruntime", "problem": p} for p in problems]
+    else:
+        assert tolerance is not None
+        measured = compare_within(
+            source, staged, feeds, names, input_dtypes=changed, tolerance=tolerance
+        )
+        found = [e.to_json() for e in measured]
+        problems = []
+        for e in measured:
+            if e.problem is not None and e.judge == "onnxruntime" and not bfloat16:
+                problems.append(f"onnxruntime cannot run the result: {e.problem}")
+            elif e.problem is not None:  # onnxruntime's CPU lacks most bfloat16 kernels
+                note(f"{name}: --check: {e.judge} cannot run the result: {e.problem}")
+            elif e.relative > tolerance:
+                problems.append(
+                    f"output {e.output!r} ({e.judge}): largest difference {e.largest:.3g}, "
+                    f"{e.relative:.3g} of its range, past --tolerance {tolerance:g}"
+                )
+        if all(e.problem is not None for e in measured):
+            problems.append("no judge could run the result")
     if problems:
         for line in problems:
             errors.print(clip(f"{name}: {line}"), markup=False)

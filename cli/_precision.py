@@ -112,14 +112,16 @@ def calibration_json(calibration: Calibration | None, name: str) -> dict[str, An
     model does not run on random inputs) is said in a note too."""
     if calibration is not None and calibration.skipped is not None:
         note(f"{name}: no calibration: {calibration.skipped}")
-        return {"skipped": calibration.skipped}
+        guarded = calibration.result.keep if calibration.result is not None else {}
+        return {"skipped": calibration.skipped, "kept_float32": guarded}
     if calibration is None or calibration.result is None:
         return None
     found = calibration.result
     return {
         "input_sets": len(calibration.feeds) if calibration.feeds else calibration.runs,
         "rounds": found.rounds,
-        "tolerance": found.tolerance,
+        "tolerance": calibration.budget,
+        "aim": found.tolerance,
         "weights_only": calibration.weights_only,
         "errors": found.errors,
         "kept_float32": found.keep,

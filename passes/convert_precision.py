@@ -498,12 +498,16 @@ class ConvertPrecisionPass(Pass):
         readers: list[_Read],
         result: PassResult,
     ) -> None:
-        """A constant takes the new type when any reader wants it (the others get a sibling)."""
+        """A constant takes the new type when any reader wants it (the others get a sibling),
+        or when its readers read its shape alone (a Shape of a folded constant: bert_mlm's
+        six 64 KiB ones)."""
         votes: dict[Value, set[int]] = {}
         for _, _, value, want in readers:
             votes.setdefault(value, set()).add(want)
         for value in [v for v in work.orig if work.constant(v)]:
             wanted = votes.get(value, set())
+            if not wanted and _shape_only(value):
+                wanted = {work.target}
             choice = work.target if work.target in wanted else work.orig[value]
             work.final[value] = choice
             if choice != work.orig[value]:
@@ -692,6 +696,19 @@ def _body_port(owner: Op | None, body: Graph, index: int, side: str, work: _Work
         return None
     wants = plan.inputs if side == "in" else plan.outputs
     return wants[port] if port < len(wants) else None
+
+
+SHAPE_READERS = frozenset({"Shape", "Size"})
+"""Ops that read their input's shape and not its values."""
+
+
+def _shape_only(value: Value) -> bool:
+    """Whether every use of ``value`` reads its shape alone (it is not a graph output)."""
+    graph = value.graph
+    if graph is None or value in graph.outputs:
+        return False
+    uses = graph.uses(value)
+    return bool(uses) and all(op.op_type in SHAPE_READERS for op, _ in uses)
 
 
 def _tensor_of(graph: Graph, value: Value) -> Tensor | None:

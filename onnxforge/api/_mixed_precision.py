@@ -18,6 +18,7 @@ __all__ = [
 import importlib.util
 import logging
 import math
+import re
 import tempfile
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from onnxforge.ir import (
     walk_graphs,
 )
 from onnxforge.passes import ConvertPrecisionPass
+from onnxforge.passes.toolchain_forms import dropout_as_inference
 from onnxforge.shape_infer import infer
 from onnxforge.shape_infer.symbolic import evaluate
 
@@ -58,6 +60,10 @@ float32, so the outputs stay 10x closer than a --dtype conversion's (``HALF_TOLE
 MEMORY_BUDGET = 1 << 30
 """Bytes of exposed values one run may return: above it, the values (or the input sets) are
 split over several runs."""
+MARGIN = 0.5
+"""A calibration aims at this share of the budget, and accepts up to all of it: its input
+sets are not those the model will see (g2p-id's BERT met 6.7e-3 on the calibration's five,
+and was 1.8e-2 on --check's five others)."""
 AIM = 0.85
 """choose_float32_weights keeps weights until the others' estimated error is within this
 share of the tolerance (the estimate is rough; the next compression measures it)."""
@@ -215,7 +221,12 @@ class _Runs:
 
     def __init__(self, model: Model, feeds: Feeds, folder: Path) -> None:
         self.base = _copy(model)
+        # A Dropout left in training mode draws a new mask each run: measured as inference
+        # computes it (the written model keeps it), else no two runs agree (torch's BERT
+        # exported in train mode); values a Random op feeds are not measured at all.
+        dropout_as_inference(self.base)
         infer(self.base, verify=False)  # the float values and what reads them need types
+        self.random = {v.name for v in _random_values(self.base.graph)}
         self.feeds = feeds
         self.folder = folder
         graph = self.base.graph
@@ -245,18 +256,24 @@ class _Runs:
     round: int = 0
     """The round ``_pick`` chooses for (1 first)."""
 
+    def _counts(self) -> bool:
+        """Whether the round just measured counts against ``max_rounds`` (one that only
+        found what the runtime cannot run does not)."""
+        return True
+
     # -- shared ------------------------------------------------------------------------------
     def _rounds(self, keep: dict[str, str], conv: Model, max_rounds: int) -> MixedPrecision:
         """Measure ``conv``; while an output fails, keep what ``_pick`` finds and convert
         again, ``max_rounds`` measures at most."""
-        rounds = 0
+        rounds = counted = 0
         while True:
             rounds += 1
             measured = self._measure_round(conv)
+            counted += self._counts()
             failing = [n for n, e in measured.outputs.items() if not e <= self.tolerance]
             worst = max(measured.outputs.values(), default=0.0)
             logger.info("mixed precision round %d: largest output error %.3g", rounds, worst)
-            if not failing or rounds >= max_rounds:
+            if not failing or counted >= max_rounds or rounds >= 2 * max_rounds:
                 break
             self.round = rounds
             picked = self._pick(measured, keep, failing)
@@ -328,14 +345,14 @@ class _Runs:
                 want = runs
             for w, g in zip(want, got, strict=True):
                 for name in exposed:
-                    if name in w and name in g:
+                    if name in w and name in g and name not in self.random:
                         largest, error = range_error(w[name], g[name])
                         done.values[name] = max(done.values.get(name, 0.0), error)
                         done.absolute[name] = max(done.absolute.get(name, 0.0), largest)
                 for key, number in (extra(w, g) if extra is not None else {}).items():
                     done.extra[key] = max(done.extra.get(key, 0.0), number)
                 for name in self.outputs:
-                    if name in w and name in g and np.asarray(w[name]).dtype.kind in "fiub":
+                    if name in w and name in g and name not in self.random:
                         error = range_error(w[name], g[name])[1]
                         done.outputs[name] = max(done.outputs.get(name, 0.0), error)
         return done
@@ -358,6 +375,8 @@ class _Runs:
         sets: range,
         file: str,
         feeds: Sequence[Mapping[str, np.ndarray]] | None = None,
+        *,
+        runtime: str = "onnxruntime-unoptimized",
     ) -> list[dict[str, np.ndarray]] | str:
         """``model`` (one of ours) run on ``sets`` with ``names`` exposed as outputs: per set,
         name -> array for them and the graph outputs; or the runtime's error."""
@@ -373,7 +392,7 @@ class _Runs:
         finally:
             graph.outputs[:] = saved
         given = feeds if feeds is not None else self.feeds
-        done = run_in_child("onnxruntime-unoptimized", path, [given[i] for i in sets], self.folder)
+        done = run_in_child(runtime, path, [given[i] for i in sets], self.folder)
         if done.error is not None:
             return done.error
         return [dict(zip(order, outs, strict=True)) for outs in done.outputs]
@@ -398,6 +417,9 @@ class _Chooser(_Runs):
         self.tolerance = tolerance
         self.keep_io_types = keep_io_types
         self.converted: set[str] = set()
+        self.refused: dict[str, str] = {}  # ops onnxruntime cannot run in the half type
+        self.last_keep: dict[str, str] = {}  # what the last conversion kept
+        self.float32_outputs: list[dict[str, np.ndarray]] | str | None = None
 
     def choose(self, keep: dict[str, str], max_rounds: int) -> MixedPrecision:
         largest = self._range()
@@ -498,30 +520,114 @@ class _Chooser(_Runs):
 
     def _real_outputs(self, conv: Model) -> dict[str, float]:
         """Each graph output's largest error with ``conv`` run as it is (nothing exposed, so
-        onnxruntime computes it as a user's session does); empty when it cannot run it."""
+        onnxruntime computes it as a user's session does). Where onnxruntime names a node it
+        cannot run (a kernel its CPU provider lacks in float16 for that form: ScatterElements
+        with a reduction, Resize cubic), ``refused`` gets it and every converted op of the
+        same form, and each output's error is infinite; empty when it cannot run it and names
+        no node."""
         sets = range(len(self.feeds))
-        want = self._run(self.base, [], sets, "float32-outputs.onnx")
+        if self.float32_outputs is None:
+            self.float32_outputs = self._run(self.base, [], sets, "float32-outputs.onnx")
+        want = self.float32_outputs
         given = [
             {k: v.astype(np.float16) if _is_half_input(conv, k) else v for k, v in f.items()}
             for f in self.feeds
         ]
-        got = self._run(conv, [], sets, "float16-outputs.onnx", given)
+        got = self._run(conv, [], sets, "float16-outputs.onnx", given, runtime="onnxruntime")
+        self.refused = {}
+        if isinstance(got, str):
+            self.refused = self._refused(conv, got) or self._crash_culprit(got, given[0])
+        if self.refused:
+            return dict.fromkeys(self.outputs, math.inf)
         if isinstance(want, str) or isinstance(got, str):
             return {}
         found: dict[str, float] = {}
         for w, g in zip(want, got, strict=True):
             for name in self.outputs:
-                if name in w and name in g:
+                if name in w and name in g and name not in self.random:
                     error = range_error(w[name], g[name])[1]
                     found[name] = max(found.get(name, 0.0), error)
         return found
 
+    def _counts(self) -> bool:
+        return not self.refused
+
+    def _refused(self, conv: Model, error: str) -> dict[str, str]:
+        """The converted ops of the form onnxruntime's ``error`` names a node of (same type,
+        domain and attributes; of an unnamed node, every one of its type): key -> why; empty
+        when it names none of them."""
+        match = _NODE_IN_ERROR.search(error)
+        if match is None:
+            return {}
+        op_type = match["type"] or match["type2"]
+        named = match["name"] or match["name2"] or match["name3"]
+        failed = next((op for op in conv.graph.ops if named and op.name == named), None)
+        if failed is not None:
+            form = (failed.op_type, failed.domain, _attrs(failed))
+            same = [op for op in conv.graph.ops if (op.op_type, op.domain, _attrs(op)) == form]
+        elif op_type and not named:
+            same = [op for op in conv.graph.ops if op.op_type == op_type]
+        else:
+            return {}
+        why = "onnxruntime cannot run it in " + _name(self.target)
+        why += ": " + error.split("Status Message: ", 1)[-1][:160]
+        return {_key(op): why for op in same if _key(op) in self.converted}
+
+    def load_guard(self, keep: dict[str, str]) -> dict[str, str]:
+        """``keep`` with what keeps onnxruntime from crashing as it loads the conversion (its
+        optimizer runs at load: no input needed), for a model random inputs do not run."""
+        for _ in range(DEFAULT_MAX_ROUNDS):
+            conv = self._convert(keep)
+            self.converted = _converted(self.base, conv, self.target)
+            got = self._run(conv, [], range(0), "load.onnx", [], runtime="onnxruntime")
+            found = self._crash_culprit(got, None) if isinstance(got, str) else {}
+            if not found:
+                break
+            keep.update(found)
+        return keep
+
+    def _crash_culprit(self, error: str, feeds: Mapping[str, np.ndarray] | None) -> dict[str, str]:
+        """The converted op that, kept float32, stops onnxruntime crashing on the model (no
+        message names it): the first k converted ops (in order) are kept for the smallest k
+        whose conversion loads and runs, found by bisection; empty when the error is no crash
+        or keeping them all does not stop it. Without ``feeds``, each probe is loaded only.
+        (onnxruntime 1.31's optimizer crashes on a
+        float16 Transpose of a batch axis feeding a MatMul, which has no float16 CPU kernel:
+        onnxruntime#28392; PP-OCR's recognizers.)"""
+        if "crashed" not in error:
+            return {}
+        keep = self.last_keep
+        order = [_key(op) for op in self.base.graph.topo_order() if _key(op) in self.converted]
+
+        def crashes(count: int) -> bool:
+            probe = self._converted_copy({**keep, **dict.fromkeys(order[:count], "")})
+            sets = [] if feeds is None else [feeds]
+            got = self._run(probe, [], range(len(sets)), "crash.onnx", sets, runtime="onnxruntime")
+            return isinstance(got, str) and "crashed" in got
+
+        low, high = 0, len(order)
+        if not order or crashes(high):
+            return {}
+        while high - low > 1:
+            middle = (low + high) // 2
+            if crashes(middle):
+                low = middle
+            else:
+                high = middle
+        culprit = order[high - 1]
+        logger.info("mixed precision: onnxruntime crashes unless %r stays float32", culprit)
+        why = f"onnxruntime crashes on the model with it in {_name(self.target)}: {error[:200]}"
+        return {culprit: why}
+
     def _pick(
         self, measured: _Measured, keep: Mapping[str, str], failing: Sequence[str]
     ) -> dict[str, str]:
-        """The ops whose error grows most: within half of the largest growth in the first
-        round, a quarter in the second, and so on (a budget missed by a hair after a few
-        rounds is met by the next, not given up: PP-OCRv5's recognizer was 1.02e-2 after 8)."""
+        """The ops onnxruntime cannot run in the half type, if it named one; else the ops
+        whose error grows most: within half of the largest growth in the first round, a
+        quarter in the second, and so on (a budget missed by a hair after a few rounds is met
+        by the next, not given up: PP-OCRv5's recognizer was 1.02e-2 after 8)."""
+        if self.refused:
+            return dict(self.refused)
         grown = self._growth(measured, self.converted, set(keep), failing)
         most = max(grown.values(), default=(0.0, ""))[0]
         floor = most / 2 ** max(1, self.round)
@@ -588,6 +694,10 @@ class _Chooser(_Runs):
 
     # -- converting --------------------------------------------------------------------------
     def _convert(self, keep: Mapping[str, str]) -> Model:
+        self.last_keep = dict(keep)
+        return self._converted_copy(keep)
+
+    def _converted_copy(self, keep: Mapping[str, str]) -> Model:
         conv = _copy(self.base)
         dtype = _name(self.target)
         ConvertPrecisionPass(dtype, keep_io_types=self.keep_io_types, keep_float32=keep)(conv)
@@ -936,6 +1046,50 @@ def _is_half_input(model: Model, name: str) -> bool:
     return value is not None and _dtype(value) == DType.FLOAT16
 
 
+RANDOM_OPS = frozenset(
+    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
+     "Multinomial", "Dropout"}
+)  # fmt: skip
+"""Ops whose outputs may differ run to run (a Dropout measured here is in inference mode
+unless its training flag is a graph input)."""
+
+
+def _random_values(graph: Graph) -> set[Value]:
+    """The values of ``graph`` a random op (one in a body included) may change run to run."""
+    found: set[Value] = set()
+    for op in graph.topo_order():
+        random = any(
+            inner.op_type in RANDOM_OPS
+            for sub in op.subgraphs()
+            for body in walk_graphs(sub)
+            for inner in body.ops
+        )
+        if op.op_type == "Dropout":
+            flag = op._inputs[2] if len(op._inputs) > 2 else None
+            random = random or (flag is not None and flag.const is None
+                                and graph.producer(flag) is None)  # fmt: skip
+        elif op.op_type in RANDOM_OPS:
+            random = True
+        if random or any(v in found for v in _reads(graph, op)):
+            found.update(v for v in op._outputs if v is not None)
+    return found
+
+
+_NODE_IN_ERROR = re.compile(
+    r"running (?P<type>\w+) node\. Name:'(?P<name>[^']*)'"
+    r"|implementation for (?P<type2>\w+)\(\d+\) node with name '(?P<name2>[^']*)'"
+    r"|of node \((?P<name3>[^)]*)\)"
+)
+"""Where onnxruntime's errors name the node they fail on (at run, at load, in type checks)."""
+
+
+def _attrs(op: Op) -> str:
+    """An op's attributes, comparable (those holding graphs by name only)."""
+    return repr(
+        sorted((k, v if not isinstance(v, Graph) else "graph") for k, v in op.attrs.items())
+    )
+
+
 def _copy(model: Model) -> Model:
     return io.from_proto(io.to_proto(model))
 
@@ -1213,8 +1367,22 @@ class Calibration:
             if self.feeds is not None:
                 raise
             self.skipped = f"{exc}; give --calibration DIR with input sets it runs on"
-            return {}
+            return self._load_guard(model)
         return self._judge()
+
+    def _load_guard(self, model: Model) -> dict[str, str]:
+        """Without a calibration, a float16 conversion still keeps what onnxruntime crashes
+        loading (``_Chooser.load_guard``)."""
+        if self.weights_only or self.dtype != "float16":
+            return {}
+        with tempfile.TemporaryDirectory(prefix="onnxforge-mixed-") as folder:
+            chooser = _Chooser(
+                model, DType.FLOAT16, [{}], Path(folder), tolerance=self.budget,
+                keep_io_types=self.keep_io_types,
+            )  # fmt: skip
+            keep = chooser.load_guard(dict(self.keep_float32))
+        self.result = MixedPrecision(keep, {}, 0, self.budget)
+        return keep
 
     def _choose(self, model: Model, feeds: Sequence[Mapping[str, np.ndarray]]) -> MixedPrecision:
         if self.weights_only:
@@ -1222,7 +1390,7 @@ class Calibration:
                 model,
                 self.dtype,
                 feeds,
-                tolerance=self.budget,
+                tolerance=self.budget * MARGIN,
                 keep_float32=self.keep_float32,
                 max_rounds=self.max_rounds,
             )
@@ -1230,7 +1398,7 @@ class Calibration:
             model,
             self.dtype,
             feeds,
-            tolerance=self.budget,
+            tolerance=self.budget * MARGIN,
             keep_io_types=self.keep_io_types,
             keep_float32=self.keep_float32,
             max_rounds=self.max_rounds,
@@ -1239,12 +1407,9 @@ class Calibration:
     def _judge(self) -> dict[str, str]:
         """The keep set, or the error saying what to change when the budget is not met."""
         assert self.result is not None
-        if not self.result.met:
-            worst = ", ".join(
-                f"{name!r} {error:.3g}"
-                for name, error in self.result.errors.items()
-                if error > self.result.tolerance
-            )
+        over = {n: e for n, e in self.result.errors.items() if not e <= self.budget}
+        if over:
+            worst = ", ".join(f"{name!r} {error:.3g}" for name, error in over.items())
             if self.weights_only:
                 kept = f"{len(self.result.keep)} weights kept in float32"
                 advice = "give a larger --tolerance, or --calibrate 0 to store every weight in "
@@ -1257,7 +1422,7 @@ class Calibration:
                 )
             raise OnnxForgeError(
                 f"mixed precision: after {self.result.rounds} rounds ({kept}) the outputs are "
-                f"still past the tolerance {self.result.tolerance:g} of their range: {worst}; "
+                f"still past the tolerance {self.budget:g} of their range: {worst}; "
                 f"{advice}"
             )
         return dict(self.result.keep)

@@ -41,6 +41,11 @@ HALF_TOLERANCE = 1e-2
 output, over that output's range on the same inputs (``range_error``). float16 keeps 11
 significant bits (3.3 digits), so one op's rounding is 5e-4 of a value; a deep model adds
 up tens of them."""
+IMAGE_SIDE = 64
+"""Size given to the unknown height and width of an image model's input (batch 1): at 5 a
+detector whose sides must be multiples of 32 does not run, and a CNN pools a 5 x 5 image to
+one pixel, unlike anything it is fed."""
+WINDOWED = frozenset({"Conv", "ConvTranspose", "MaxPool", "AveragePool"})
 MAX_INPUT_ELEMENTS = 1 << 28
 """Elements one random input may have (1 GiB of float32): a declared dim of 2^40 is refused,
 not allocated."""
@@ -48,11 +53,15 @@ not allocated."""
 
 def random_inputs(model: Model, runs: int, *, seed: int = 0) -> list[dict[str, np.ndarray]]:
     """``runs`` sets of inputs for the model's graph inputs (initializer defaults excluded):
-    floats standard normal, integers and bools in [0, 2) so ids and masks stay valid, unknown
-    dims 2 (first) or 5 (others; fix them with --input-shape)."""
+    floats standard normal, integers and bools in [0, 2) so ids and masks stay valid, strings
+    one lowercase letter each (a token, a character: what string inputs hold), unknown dims
+    2 (first) or 5 (others; fix them with --input-shape), an image's batch 1 and sides
+    IMAGE_SIDE (``_unknown_sizes``), a named dim the size it has where it first appears."""
     rng = np.random.default_rng(seed)
     inputs = [v for v in model.graph.inputs if v.const is None]
+    image = any(op.op_type in WINDOWED for op in model.graph.ops)
     sets = []
+    named: dict[object, int] = {}  # a dim name has one size in every input that names it
     for _ in range(runs):
         feeds: dict[str, np.ndarray] = {}
         for value in inputs:
@@ -64,20 +73,26 @@ def random_inputs(model: Model, runs: int, *, seed: int = 0) -> list[dict[str, n
             np_dtype = DType(t.dtype).numpy if t.dtype in DType._value2member_map_ else None
             if t.dtype == DType.BOOL:
                 np_dtype = np.dtype(np.bool_)
+            if t.dtype == DType.STRING:
+                np_dtype = np.dtype(object)
             if np_dtype is None:
                 raise OnnxForgeError(
                     f"input {value.name!r}: --check cannot make inputs of type {t.dtype}"
                 )
+            sizes = _unknown_sizes(t.shape, image and t.dtype in _IMAGE_TYPES)
             shape = [
-                d if isinstance(d, int) else (DYNAMIC_BATCH if i == 0 else DYNAMIC_OTHER)
-                for i, d in enumerate(t.shape)
+                d if isinstance(d, int) else named.setdefault(d, size) if d is not None else size
+                for d, size in zip(t.shape, sizes, strict=True)
             ]
             if math.prod(shape) > MAX_INPUT_ELEMENTS:
                 raise OnnxForgeError(
                     f"input {value.name!r} of shape {shape} has {math.prod(shape)} elements, "
                     f"more than --check makes ({MAX_INPUT_ELEMENTS}); fix it with --input-shape"
                 )
-            if np_dtype.kind in "iub":
+            if np_dtype.kind == "O":
+                letters = rng.integers(ord("a"), ord("z") + 1, shape)
+                feeds[value.name] = np.vectorize(chr, otypes=[object])(letters).reshape(shape)
+            elif np_dtype.kind in "iub":
                 feeds[value.name] = rng.integers(0, 2, shape).astype(np_dtype)
             else:
                 feeds[value.name] = rng.standard_normal(shape).astype(np_dtype)
@@ -85,12 +100,30 @@ def random_inputs(model: Model, runs: int, *, seed: int = 0) -> list[dict[str, n
     return sets
 
 
+_IMAGE_TYPES = frozenset({DType.FLOAT, DType.FLOAT16, DType.BFLOAT16, DType.DOUBLE, DType.UINT8})
+
+
+def _unknown_sizes(shape: Sequence[object], image: bool) -> list[int]:
+    """The size each dim of an input takes where it is unknown: 2 (first) or 5; an image
+    (``image``: a model with convolutions or pooling, a 4-D input whose height or width is
+    unknown) batch 1 and sides of IMAGE_SIDE."""
+    if image and len(shape) == 4 and any(not isinstance(d, int) for d in shape[2:]):
+        return [1, DYNAMIC_OTHER, IMAGE_SIDE, IMAGE_SIDE]
+    return [DYNAMIC_BATCH if i == 0 else DYNAMIC_OTHER for i in range(len(shape))]
+
+
 def range_error(want: np.ndarray, got: np.ndarray) -> tuple[float, float]:
     """How far ``got`` is from ``want``: the largest absolute difference, and that over
     ``want``'s range (max - min of its finite values; its largest magnitude when they are all
     equal, 1 when that is 0). A NaN or infinity where ``want`` has a finite value is an
-    infinite error; equal non-finite values agree. Integer and bool outputs are compared as
-    floats (an index that moved is a difference like any other)."""
+    infinite error; equal non-finite values agree. An integer or bool output's relative
+    error is the share of its elements that differ (an ArgMax index has no range to be near
+    in: a near tie that flips is one element of its count, not the distance between two
+    class numbers); any other (strings, maps) agree or are 1 off."""
+    if np.asarray(want).dtype.kind not in "fciub" or np.asarray(got).dtype.kind not in "fciub":
+        w, g = np.asarray(want), np.asarray(got)
+        same = w.shape == g.shape and bool(np.all(w == g))
+        return (0.0, 0.0) if same else (1.0, 1.0)
     w = np.asarray(want, dtype=np.float64)
     g = np.asarray(got, dtype=np.float64)
     if w.shape != g.shape:
@@ -108,6 +141,8 @@ def range_error(want: np.ndarray, got: np.ndarray) -> tuple[float, float]:
     with np.errstate(invalid="ignore"):
         diff = np.where(same, 0.0, np.abs(g - w))
     largest = float(np.nanmax(diff)) if diff.size else 0.0
+    if np.asarray(want).dtype.kind in "iub":
+        return largest, float(np.count_nonzero(~same)) / w.size
     return largest, largest / span
 
 
@@ -146,12 +181,13 @@ class OutputError:
 
 
 JUDGES = {
-    "onnxruntime": "onnxruntime-unoptimized",
+    "onnxruntime": "onnxruntime",
     "reference": "reference",
 }
-"""Who computes the converted model in compare_within: onnxruntime (what users run; its CPU
-widens some half ops to float32) and onnx's reference evaluator (numpy in each value's own
-type, as a GPU computes in half)."""
+"""Who computes the converted model in compare_within: onnxruntime as a user's session loads
+it (its optimizations on: a fusion that crashes on the result is found here; its CPU widens
+some half ops to float32) and onnx's reference evaluator (numpy in each value's own type, as
+a GPU computes in half). The original runs on onnxruntime with optimizations off."""
 
 
 def _floor(

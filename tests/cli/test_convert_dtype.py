@@ -490,3 +490,85 @@ def test_calibration_is_skipped_with_a_note_when_random_inputs_do_not_run(
     skipped = json.loads(result.stdout)["precision"]["calibration"]["skipped"]
     assert skipped.startswith("onnxruntime cannot run the float32 model")
     assert {i.name: i.data_type for i in onnx.load(out).graph.initializer}["w"] == 10
+
+
+def test_without_calibration_a_float16_op_onnxruntime_crashes_loading_still_stays_float32(
+    tmp_path: Path,
+) -> None:
+    """Random inputs do not run this model (rows of 4 from 2 x 5 x 16 elements), so the
+    calibration is skipped; the Transpose of a batch axis feeding a MatMul that crashes
+    onnxruntime 1.31's optimizer at load (onnxruntime#28392) is still found and kept."""
+    proto = parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[N, S, 16] x) => (float[M, 4, 10] y) {
+            shape = Constant <value = int64[3] {4, -1, 16}> ()
+            r = Reshape (x, shape)
+            t = Transpose <perm = [1, 0, 2]> (r)
+            y = MatMul (t, w)
+        }"""
+    )
+    w = np.random.default_rng(5).standard_normal((16, 10)).astype(np.float32)
+    proto.graph.initializer.append(numpy_helper.from_array(w, "w"))
+    for i, node in enumerate(proto.graph.node):
+        node.name = f"node{i}"
+    path = tmp_path / "crash.onnx"
+    onnx.save(proto, path)
+    plain = tmp_path / "plain.onnx"
+    args = ["convert", str(path), "--dtype", "float16", "--json", "-"]
+    result = runner.invoke(app, [*args, "--calibrate", "0", "-o", str(plain)])
+    assert result.exit_code == 0, result.output
+    crashed = _crashes(plain)
+    if not crashed:
+        pytest.skip("this onnxruntime loads the float16 Transpose -> MatMul")
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(app, [*args, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    calibration = json.loads(result.stdout)["precision"]["calibration"]
+    assert calibration["skipped"].startswith("onnxruntime cannot run the float32 model")
+    assert list(calibration["kept_float32"]) == ["t"]
+    assert "crashes on the model with it in float16" in calibration["kept_float32"]["t"]
+    assert not _crashes(out)
+    x = np.random.default_rng(6).standard_normal((2, 8, 16)).astype(np.float32)
+    want = run_onnxruntime(str(path), {"x": x})[0]
+    got = run_onnxruntime(str(out), {"x": x})[0]
+    assert np.abs(got - want).max() <= HALF_TOLERANCE * np.ptp(want)
+
+
+def _crashes(path: Path) -> bool:
+    """Whether onnxruntime, optimizations on, crashes loading ``path`` (in a child)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import onnxruntime as o, sys; "
+        "o.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])"
+    )
+    return subprocess.run([sys.executable, "-c", code, str(path)], check=False).returncode < 0
+
+
+def test_check_of_a_model_left_in_training_mode_compares_it_as_inference_computes_it(
+    tmp_path: Path,
+) -> None:
+    """A Dropout with training_mode on draws a new mask each run: --check compares both
+    models with it off (the file keeps it), instead of failing on the randomness."""
+    proto = parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2, 8] x) => (float[2, 8] y) {
+            ratio = Constant <value = float {0.5}> ()
+            on = Constant <value = bool {1}> ()
+            d = Dropout (x, ratio, on)
+            y = MatMul (d, w)
+        }"""
+    )
+    w = np.random.default_rng(7).standard_normal((8, 8)).astype(np.float32)
+    proto.graph.initializer.append(numpy_helper.from_array(w, "w"))
+    path = tmp_path / "train.onnx"
+    onnx.save(proto, path)
+    out = tmp_path / "out.onnx"
+    args = ["convert", str(path), "--dtype", "float16", "-o", str(out), "--check", "3"]
+    result = runner.invoke(app, [*args, "--json", "-"])
+    assert result.exit_code == 0, result.output
+    check = json.loads(result.stdout)["check"]
+    assert all(e["max_relative_to_range"] <= HALF_TOLERANCE for e in check if "problem" not in e)
+    assert any(e["judge"] == "onnxruntime" and "problem" not in e for e in check)
+    assert [n.op_type for n in onnx.load(out).graph.node].count("Dropout") == 1

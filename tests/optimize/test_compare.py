@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onnxforge.api.compare import compare_on_onnxruntime, random_inputs
+from onnxforge.api.compare import compare_on_onnxruntime, random_inputs, range_error
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import save
 from onnxforge.testing import model_from_text
@@ -30,6 +30,56 @@ def test_random_inputs_fill_symbolic_dims_and_keep_integers_small() -> None:
     (feeds,) = random_inputs(model, 1)
     assert feeds["x"].shape == (2, 3, 5) and feeds["x"].dtype == np.float32
     assert feeds["ids"].shape == (2, 5) and set(np.unique(feeds["ids"])) <= {0, 1}
+
+
+def test_a_dim_name_has_one_size_in_every_input_that_names_it() -> None:
+    # caustic-nmr: edge_index [2, num_edges] beside edge_dist [num_edges]; by position alone
+    # num_edges was 5 in one and 2 in the other, and the model could not run.
+    model = model_from_text(
+        HEADER + " g (int64[2, E] index, float[E] dist, float[E, B] other) => (float[E] y)"
+        " { y = Relu(dist) }"
+    )
+    (feeds,) = random_inputs(model, 1)
+    assert feeds["index"].shape == (2, 5) and feeds["dist"].shape == (5,)
+    assert feeds["other"].shape == (5, 5)
+
+
+def test_an_image_models_unknown_sides_are_sized_like_an_image() -> None:
+    """PP-OCR's detectors need sides that are multiples of 32: at 5 x 5 they do not run."""
+    model = model_from_text(
+        HEADER + " g (float[N, 3, H, W] x, float[N, 4] box) => (float[N, 2, H, W] y)"
+        " { y = Conv(x, w) }",
+        w=np.ones((2, 3, 1, 1), np.float32),
+    )
+    (feeds,) = random_inputs(model, 1)
+    assert feeds["x"].shape == (1, 3, 64, 64)
+    assert feeds["box"].shape == (1, 4)  # N is one size everywhere
+    flat = model_from_text(
+        HEADER + " g (float[N, 3, H, W] x) => (float[N, 3, H, W] y) { y = Relu(x) }"
+    )
+    assert random_inputs(flat, 1)[0]["x"].shape == (2, 3, 5, 5)  # no convolution: no image
+
+
+def test_an_integer_outputs_error_is_the_share_of_its_elements_that_differ() -> None:
+    want = np.arange(200, dtype=np.int64) % 7
+    got = want.copy()
+    got[:3] = (got[:3] + 1) % 7  # three near ties flipped
+    assert range_error(want, got) == (1.0, 3 / 200)  # by range it would be 1/6
+    assert range_error(want, want.copy()) == (0.0, 0.0)
+    assert range_error(want, got[:100]) == (np.inf, np.inf)
+    mask = np.array([True, False, True, True])
+    assert range_error(mask, ~mask)[1] == 1.0
+
+
+def test_string_inputs_are_single_letters_and_strings_compare_equal_or_not() -> None:
+    model = model_from_text(HEADER + " g (string[N] s) => (string[N] y) { y = Identity(s) }")
+    a, b = random_inputs(model, 2)
+    assert a["s"].dtype == object and a["s"].shape == (2,)
+    assert all(isinstance(c, str) and len(c) == 1 and c.islower() for c in a["s"])
+    assert range_error(a["s"], a["s"].copy()) == (0.0, 0.0)
+    changed = a["s"].copy()
+    changed[0] = changed[0] + "x"
+    assert range_error(a["s"], changed) == (1.0, 1.0)
 
 
 def test_random_inputs_differ_between_sets_and_repeat_with_the_seed() -> None:

@@ -433,6 +433,28 @@ def test_constant_of_shape_value_is_converted_and_clamped() -> None:
     assert (got[1][~keep] == FLOAT16_LOWEST).all()
 
 
+def test_a_constant_whose_readers_read_only_its_shape_is_converted() -> None:
+    """tf2onnx's folded constants read by Shape alone (g2p-id's BERT: six of 64 KiB)."""
+    model = model_from_text(
+        """<ir_version: 10, opset_import: ["" : 18]>
+g (float[2, 4] x) => (float[2, 4] y, int64[2] s) {
+  s = Shape (only_shape)
+  n = Size (only_shape)
+  both = Shape (read_too)
+  r = Add (x, read_too)
+  y = Relu (r)
+}""",
+        only_shape=np.ones((2, 4), np.float32),
+        read_too=np.full((2, 4), 0.1, np.float32),
+    )
+    _, proto = _convert(model)
+    assert _dtype(proto, "only_shape") == TensorProto.FLOAT16
+    assert _dtype(proto, "read_too") == TensorProto.FLOAT16  # Add wants it: as before
+    feeds = {"x": np.ones((2, 4), np.float32)}
+    got = run_onnxruntime(proto, feeds)
+    assert got[1].tolist() == [2, 4]
+
+
 def test_keep_io_types_false_retypes_the_graph_inputs_and_outputs() -> None:
     model = model_from_text(MLP, **_mlp_weights())
     _, proto = _convert(model, keep_io_types=False)

@@ -298,7 +298,8 @@ g (float[16, 8] x) => (int64[16] i) {
         w=w,
         b=np.array([0, 0, -100, -100], np.float32),  # 4 values: not compressed
     )
-    assert _weights_error(model, {}) == 1.0  # a row's pick flips between columns 0 and 1
+    flipped = _weights_error(model, {})  # the share of rows whose pick flips (0 <-> 1)
+    assert WEIGHTS_TOLERANCE < flipped < 1.0
     found = choose_float32_weights(model, "float16", WEIGHT_FEEDS)
     assert list(found.keep) == ["w"]
     assert found.errors == {"i": 0.0}
@@ -381,3 +382,94 @@ def test_twins_are_exposed_in_the_same_run_as_their_ops_when_runs_are_split(
     monkeypatch.setattr(_mixed_precision, "MEMORY_BUDGET", 2048)  # 4 values of 512 bytes
     split = choose_float32_weights(model, "float16", WEIGHT_FEEDS)
     assert split == whole
+
+
+def _ort_optimized_error(model: Model, feeds: Mapping[str, np.ndarray], tmp: Any) -> str | None:
+    """What onnxruntime (optimizations on, as a user's session) says running ``model`` in a
+    child process; None when it runs."""
+    from onnxforge._runtime_child import run_in_child
+
+    path = tmp / "probe.onnx"
+    path.write_bytes(to_proto(model).SerializeToString())
+    return run_in_child("onnxruntime", path, [dict(feeds)], tmp).error
+
+
+def _half(model: Model, keep: Mapping[str, str]) -> Model:
+    half = from_proto(to_proto(model))
+    ConvertPrecisionPass("float16", keep_float32=keep)(half)
+    return half
+
+
+def test_op_onnxruntime_crashes_on_in_float16_is_found_by_bisection_and_kept(
+    tmp_path: Any,
+) -> None:
+    """onnxruntime 1.31's optimizer crashes (SIGSEGV, no message) loading a float16 Transpose
+    of a batch axis that feeds a MatMul (onnxruntime#28392): PP-OCR's recognizers."""
+    w = np.random.default_rng(2).standard_normal((16, 10)).astype(np.float32)
+    model = _model(
+        """
+g (float[2, 3, 16] x) => (float[3, 2, 10] y) {
+  s = Relu (x)
+  t = Transpose <perm = [1, 0, 2]> (s)
+  y = MatMul (t, w)
+}""",
+        w=w,
+    )
+    feeds = {"x": np.random.default_rng(3).standard_normal((2, 3, 16)).astype(np.float32)}
+    error = _ort_optimized_error(_half(model, {}), feeds, tmp_path)
+    if error is None or "crashed" not in error:
+        pytest.skip(f"this onnxruntime does not crash on the pattern ({error})")
+    found = choose_float32_ops(model, "float16", [feeds])
+    assert list(found.keep) == ["t"]
+    assert found.keep["t"].startswith("onnxruntime crashes on the model with it in float16")
+    assert found.met
+    assert _ort_optimized_error(_half(model, found.keep), feeds, tmp_path) is None
+
+
+def test_op_onnxruntime_has_no_float16_kernel_for_is_kept_with_its_like(tmp_path: Any) -> None:
+    """onnxruntime's CPU runs ScatterElements with a reduction in float32 only (caustic-nmr,
+    minimol): the node its error names, and every converted op of the same form, stay."""
+    model = _model("""
+g (float[4, 8] x) => (float[4, 8] y) {
+  i = Constant <value = int64[1, 8] {0, 1, 2, 3, 0, 1, 2, 3}> ()
+  u = Constant <value = float[1, 8] {1, 2, 3, 4, 5, 6, 7, 8}> ()
+  a = ScatterElements <reduction = "add"> (x, i, u)
+  b = ScatterElements <reduction = "add"> (a, i, u)
+  c = ScatterElements (b, i, u)
+  y = Relu (c)
+}""")
+    for op in model.graph.ops:
+        op.name = f"n_{op._outputs[0].name}"
+    error = _ort_optimized_error(_half(model, {}), FEEDS[0], tmp_path)
+    if error is None:
+        pytest.skip("this onnxruntime runs float16 ScatterElements with a reduction")
+    found = choose_float32_ops(model, "float16", FEEDS)
+    assert set(found.keep) == {"a", "b"}  # c has no reduction: it converts
+    assert all(
+        why.startswith("onnxruntime cannot run it in float16") for why in found.keep.values()
+    )
+    assert found.met
+    assert _ort_optimized_error(_half(model, found.keep), FEEDS[0], tmp_path) is None
+
+
+def test_dropout_left_in_training_mode_is_measured_as_inference_computes_it() -> None:
+    """torch's BERT exported in train mode (torch_bert_dynamo18): each run draws a new mask,
+    so no conversion could meet a budget measured on it; the calibration measures the model
+    as inference computes it and keeps nothing."""
+    w = np.random.default_rng(4).standard_normal((8, 8)).astype(np.float32)
+    model = _model(
+        """
+g (float[4, 8] x) => (float[4, 8] y) {
+  ratio = Constant <value = float {0.5}> ()
+  on = Constant <value = bool {1}> ()
+  d = Dropout (x, ratio, on)
+  y = MatMul (d, w)
+}""",
+        w=w,
+    )
+    first = run_onnxruntime(model, FEEDS[0])[0]
+    again = run_onnxruntime(model, FEEDS[0])[0]
+    assert not np.array_equal(first, again)  # the model itself is random
+    found = choose_float32_ops(model, "float16", FEEDS)
+    assert found.keep == {} and found.met and 0 < found.errors["y"] <= HALF_TOLERANCE
+    assert [op.op_type for op in model.graph.ops].count("Dropout") == 1  # not changed
