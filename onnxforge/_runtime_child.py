@@ -7,7 +7,8 @@ model never stack in one process (a 2.3 GB model's --check peaked at 1.5x its si
 ``run_in_child`` (the parent's side) runs this file's text with ``python -c SOURCE RUNTIME
 MODEL FOLDER`` in FOLDER (so nothing beside it shadows a module, and no onnxforge is
 imported). FOLDER holds inputs.npz (every input set's arrays in order) and inputs.json
-({"names": [...], "sets": N}); the child writes outputs.npz (every set's outputs in order)
+({"names": [...], "sets": N}); the child writes out_K.npy (every set's outputs in order; an
+.npy per array: a zip of gigabytes of exposed values spent a second per gigabyte on checksums)
 and prints one JSON line: {"ok": true, "outputs": M} or {"ok": false, "stage": "load" |
 "run", "error": message}.
 """
@@ -133,7 +134,8 @@ def main(argv: list[str]) -> int:
     else:
         result, outputs = _onnxruntime(model, sets, optimized=runtime == "onnxruntime")
     if result["ok"]:
-        np.savez(folder / "outputs.npz", *outputs)
+        for index, array in enumerate(outputs):
+            np.save(folder / f"out_{index}.npy", array, allow_pickle=True)
     print(json.dumps(result), flush=True)
     return 0
 
@@ -161,7 +163,8 @@ def run_in_child(
     np.savez(folder / "inputs.npz", *(s[n] for s in sets for n in names))
     spec = {"names": names, "sets": len(sets)}
     (folder / "inputs.json").write_text(json.dumps(spec), encoding="utf-8")
-    (folder / "outputs.npz").unlink(missing_ok=True)
+    for stale in folder.glob("out_*.npy"):
+        stale.unlink()
     source = _SOURCE.read_text(encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-c", source, runtime, str(model.resolve()), str(folder)],
@@ -177,8 +180,11 @@ def run_in_child(
             break
     if result is not None and result.get("ok"):
         per_set = int(result["outputs"])
-        with np.load(folder / "outputs.npz", allow_pickle=True) as data:  # our child wrote it
-            flat = [data[f"arr_{i}"] for i in range(per_set * len(sets))]
+        flat = []
+        for i in range(per_set * len(sets)):
+            path = folder / f"out_{i}.npy"
+            flat.append(np.load(path, allow_pickle=True))  # our child wrote it
+            path.unlink()
         return ChildResult(None, [flat[j * per_set : (j + 1) * per_set] for j in range(len(sets))])
     if result is not None:
         return ChildResult(f"{runtime} failed to {result['stage']} the model: {result['error']}")

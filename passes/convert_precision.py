@@ -300,6 +300,8 @@ class ConvertPrecisionPass(Pass):
                     work.plans[op] = plan
                     if plan.kept:
                         result.note("kept_float32", f"{node_label(op)}: {plan.kept}")
+        for graph, _ in graphs:
+            self._keep_parameter_arithmetic(graph, work, result)
         self._assign(model, work)
         readers = self._readers(model, work)
         self._choose_constants(model, work, readers, result)
@@ -414,6 +416,43 @@ class ConvertPrecisionPass(Pass):
                     wants[i] = JOINT
         made = [work.target if ("out", k) in chosen else d for k, d in enumerate(kept.outputs)]
         return _Plan(wants, made)
+
+    def _keep_parameter_arithmetic(self, graph: Graph, work: _Work, result: PassResult) -> None:
+        """Keep float32 the ops whose float values feed only inputs that stay float32 while
+        their op converts (Resize's scales: the schema has no half there), directly or through
+        other such ops: a scale computed in half and cast back is a scale rounded to 3 digits
+        (a ViT's position-embedding Resize then got outer scales of 0.9995, which onnxruntime
+        refuses for cubic, at some image sizes and not others)."""
+        fixed: set[Op] = set()
+        for op in reversed(graph.topo_order()):
+            plan = work.plans.get(op)
+            if plan is None or plan.kept or any(True for _ in op.subgraphs()):
+                continue
+            made = [v for v, d in zip(op._outputs, plan.outputs, strict=False)
+                    if v is not None and d == work.target]  # fmt: skip
+            if not made or any(v in graph.outputs or not graph.uses(v) for v in made):
+                continue
+            if all(self._reads_float32(reader, key, value, work, fixed)
+                   for value in made for reader, key in graph.uses(value)):  # fmt: skip
+                fixed.add(op)
+                ins, outs = list(op._inputs), list(op._outputs)
+                work.plans[op] = _Plan(
+                    [work.orig.get(v) if v is not None else None for v in ins],
+                    [work.orig.get(v) if v is not None else None for v in outs],
+                    "its values feed only float32 inputs (Resize's scales)",
+                )
+                result.note("kept_float32", f"{node_label(op)}: {work.plans[op].kept}")
+
+    @staticmethod
+    def _reads_float32(reader: Op, key: object, value: Value, work: _Work, fixed: set[Op]) -> bool:
+        """Whether ``reader`` reads ``value`` at ``key`` as float32: a port its converting
+        op's schema keeps float32, or an op kept for that reason already."""
+        if reader in fixed:
+            return True
+        plan = work.plans.get(reader)
+        if plan is None or plan.kept or not isinstance(key, int):
+            return False
+        return plan.inputs[key] == work.orig.get(value) and work.orig.get(value) != work.target
 
     def _keep_reason(self, op: Op, opset: int, work: _Work) -> str | None:
         if self.keep_float32:

@@ -234,6 +234,7 @@ class _Runs:
         self.outputs = [v.name for v in graph.outputs]
         self.floats: set[str] = set()  # float32 values, by what the float32 run returned
         self.reference: list[dict[str, np.ndarray]] | None = None  # that run, when it fits
+        self.saved: dict[tuple[str, int], Path] = {}  # (value, input set) -> its float32 .npy
 
     # -- what a chooser gives ----------------------------------------------------------------
     def _convert(self, keep: Mapping[str, str]) -> Model:
@@ -298,7 +299,10 @@ class _Runs:
         batches = self._batches(candidates)
         largest: dict[str, float] = {}
         for names, sets in batches:
-            runs = self._run(probe, names, sets, "float32.onnx")
+            if probe is self.base:
+                runs = self._float32(names, sets, save=len(batches) > 1)
+            else:
+                runs = self._run(probe, names, sets, "float32.onnx")
             if isinstance(runs, str):
                 raise UnrunnableError(f"onnxruntime cannot run the float32 model: {runs}")
             for run in runs:
@@ -339,7 +343,7 @@ class _Runs:
             if self.reference is not None:
                 want = [self.reference[i] for i in sets]
             else:
-                runs = self._run(self.base, exposed, sets, "float32.onnx")
+                runs = self._float32(exposed, sets)
                 if isinstance(runs, str):
                     raise UnrunnableError(f"onnxruntime cannot run the float32 model: {runs}")
                 want = runs
@@ -356,6 +360,30 @@ class _Runs:
                         error = range_error(w[name], g[name])[1]
                         done.outputs[name] = max(done.outputs.get(name, 0.0), error)
         return done
+
+    def _float32(
+        self, names: Sequence[str], sets: range, *, save: bool = True
+    ) -> list[dict[str, np.ndarray]] | str:
+        """The float32 model run on ``sets`` with ``names`` exposed (as ``_run``), from the
+        files an earlier run of them left when there are: when the values do not fit in one
+        run, every round ran the same float32 model again (half of a 960 x 960 detector's
+        child processes), so each numeric array is saved once in the folder and mapped."""
+        wanted = [*names, *self.outputs]
+        if all((n, i) in self.saved for n in wanted for i in sets):
+            return [{n: np.load(self.saved[n, i], mmap_mode="r") for n in wanted} for i in sets]
+        runs = self._run(self.base, names, sets, "float32.onnx")
+        if isinstance(runs, str) or not save:
+            return runs
+        folder = self.folder / "float32"
+        folder.mkdir(exist_ok=True)
+        for i, run in zip(sets, runs, strict=True):
+            for name, array in run.items():
+                if (name, i) not in self.saved and isinstance(array, np.ndarray) \
+                        and array.dtype.kind in "fiub":  # fmt: skip
+                    path = folder / f"{len(self.saved)}.npy"
+                    np.save(path, array)
+                    self.saved[name, i] = path
+        return runs
 
     def _batches(
         self, values: Sequence[Value], companions: Mapping[str, Sequence[str]] | None = None
@@ -536,7 +564,7 @@ class _Chooser(_Runs):
         got = self._run(conv, [], sets, "float16-outputs.onnx", given, runtime="onnxruntime")
         self.refused = {}
         if isinstance(got, str):
-            self.refused = self._refused(conv, got) or self._crash_culprit(got, given[0])
+            self.refused = self._refused(conv, got) or self._culprit(got, given[0])
         if self.refused:
             return dict.fromkeys(self.outputs, math.inf)
         if isinstance(want, str) or isinstance(got, str):
@@ -580,43 +608,42 @@ class _Chooser(_Runs):
             conv = self._convert(keep)
             self.converted = _converted(self.base, conv, self.target)
             got = self._run(conv, [], range(0), "load.onnx", [], runtime="onnxruntime")
-            found = self._crash_culprit(got, None) if isinstance(got, str) else {}
+            found = self._culprit(got, None) if isinstance(got, str) else {}
             if not found:
                 break
             keep.update(found)
         return keep
 
-    def _crash_culprit(self, error: str, feeds: Mapping[str, np.ndarray] | None) -> dict[str, str]:
-        """The converted op that, kept float32, stops onnxruntime crashing on the model (no
-        message names it): the first k converted ops (in order) are kept for the smallest k
-        whose conversion loads and runs, found by bisection; empty when the error is no crash
-        or keeping them all does not stop it. Without ``feeds``, each probe is loaded only.
-        (onnxruntime 1.31's optimizer crashes on a
-        float16 Transpose of a batch axis feeding a MatMul, which has no float16 CPU kernel:
-        onnxruntime#28392; PP-OCR's recognizers.)"""
-        if "crashed" not in error:
-            return {}
+    def _culprit(self, error: str, feeds: Mapping[str, np.ndarray] | None) -> dict[str, str]:
+        """The converted op that, kept float32, stops onnxruntime failing on the model (where
+        no message names a converted node): the first k converted ops (in order) are kept for
+        the smallest k whose conversion loads and runs, found by bisection; empty when keeping
+        them all does not stop it. Without ``feeds``, each probe is loaded only. (onnxruntime
+        1.31's optimizer crashes on a float16 Transpose of a batch axis feeding a MatMul, which
+        has no float16 CPU kernel: onnxruntime#28392, PP-OCR's recognizers; its transpose
+        optimizer moves a ViT's Transpose through a Cast pair and the cubic Resize it kept in
+        float32 then fails its scale check.)"""
         keep = self.last_keep
         order = [_key(op) for op in self.base.graph.topo_order() if _key(op) in self.converted]
 
-        def crashes(count: int) -> bool:
+        def fails(count: int) -> bool:
             probe = self._converted_copy({**keep, **dict.fromkeys(order[:count], "")})
             sets = [] if feeds is None else [feeds]
-            got = self._run(probe, [], range(len(sets)), "crash.onnx", sets, runtime="onnxruntime")
-            return isinstance(got, str) and "crashed" in got
+            got = self._run(probe, [], range(len(sets)), "probe.onnx", sets, runtime="onnxruntime")
+            return isinstance(got, str)
 
         low, high = 0, len(order)
-        if not order or crashes(high):
+        if not order or fails(high):
             return {}
         while high - low > 1:
             middle = (low + high) // 2
-            if crashes(middle):
+            if fails(middle):
                 low = middle
             else:
                 high = middle
         culprit = order[high - 1]
-        logger.info("mixed precision: onnxruntime crashes unless %r stays float32", culprit)
-        why = f"onnxruntime crashes on the model with it in {_name(self.target)}: {error[:200]}"
+        logger.info("mixed precision: onnxruntime fails unless %r stays float32", culprit)
+        why = f"onnxruntime fails on the model with it in {_name(self.target)}: {error[:200]}"
         return {culprit: why}
 
     def _pick(

@@ -180,6 +180,34 @@ def test_resize_scales_stay_float32_while_the_data_is_converted() -> None:
     _assert_close([want], [got], HALF_TOLERANCE)
 
 
+def test_arithmetic_that_only_makes_resize_scales_stays_float32() -> None:
+    """A scale computed in half and cast back holds 3 digits: 2.998 x 1.00066 = 2.99998 makes a
+    2 x 2 image 5 x 5 (floor of 5.99996); in half it is 3.0, and the image 6 x 6."""
+    text = """<ir_version: 10, opset_import: ["" : 18]>
+g (float[1, 1, 2, 2] x, float[2] f) => (float[1, 1, 5, 5] y) {
+    ones = Constant <value = float[2] {1, 1}> ()
+    k = Constant <value = float {1.00066}> ()
+    grown = Mul (f, k)
+    scales = Concat <axis = 0> (ones, grown)
+    y = Resize <mode = "linear"> (x, , scales)
+}"""
+    report, proto = _convert(model_from_text(text))
+    kept = report.details("convert-precision", "kept_float32")
+    assert len(kept) == 2 and all("its values feed only float32 inputs" in n for n in kept), kept
+    mul = next(n for n in proto.graph.node if n.op_type == "Mul")
+    assert mul.input[0] == "f"  # the float32 input read as it is: no Cast to half and back
+    resize = next(n for n in proto.graph.node if n.op_type == "Resize")
+    assert resize.input[2] == "scales"  # read as made: no Cast between
+    feeds = {
+        "x": np.arange(4, dtype=np.float32).reshape(1, 1, 2, 2),
+        "f": np.full(2, 2.998, np.float32),
+    }
+    (want,) = run_onnxruntime(to_proto(model_from_text(text)), feeds)
+    (got,) = run_onnxruntime(proto, feeds)
+    assert got.shape == want.shape == (1, 1, 5, 5)
+    _assert_close([want], [got], HALF_TOLERANCE)
+
+
 CONCAT = """<ir_version: 10, opset_import: ["" : 18]>
 g (float[2,3] x) => (float[4,3] y) {
     c = Constant <value = float[2,3] {1, 2, 3, 4, 5, 6}> ()
