@@ -447,7 +447,6 @@ class _Chooser(_Runs):
         self.converted: set[str] = set()
         self.refused: dict[str, str] = {}  # ops onnxruntime cannot run in the half type
         self.last_keep: dict[str, str] = {}  # what the last conversion kept
-        self.float32_outputs: list[dict[str, np.ndarray]] | str | None = None
 
     def choose(self, keep: dict[str, str], max_rounds: int) -> MixedPrecision:
         largest = self._range()
@@ -551,12 +550,11 @@ class _Chooser(_Runs):
         onnxruntime computes it as a user's session does). Where onnxruntime names a node it
         cannot run (a kernel its CPU provider lacks in float16 for that form: ScatterElements
         with a reduction, Resize cubic), ``refused`` gets it and every converted op of the
-        same form, and each output's error is infinite; empty when it cannot run it and names
-        no node."""
+        same form, and each output's error is infinite; any other failure is bisected
+        (``_culprit``); empty when that finds nothing. The float32 outputs are the range
+        step's (``reference``, or the saved arrays)."""
         sets = range(len(self.feeds))
-        if self.float32_outputs is None:
-            self.float32_outputs = self._run(self.base, [], sets, "float32-outputs.onnx")
-        want = self.float32_outputs
+        want = self.reference if self.reference is not None else self._float32([], sets)
         given = [
             {k: v.astype(np.float16) if _is_half_input(conv, k) else v for k, v in f.items()}
             for f in self.feeds
