@@ -138,6 +138,23 @@ def _feed_sets(proto: Any, path: Path, spec: wild.FeedSpec) -> tuple[list, list,
     return f"onnxruntime runs it at no size tried: {error}"
 
 
+def _as_inference(path: Path, copy: Path) -> tuple[Path, dict[str, float], bool]:
+    """The model to run (``copy`` of it with its Dropouts as inference computes them, where
+    it has one in training mode: its outputs are random, and every conversion is judged as
+    inference computes it, as ``--check`` does), its outputs' scales (``output_scales``),
+    and whether it had such a Dropout."""
+    from onnxforge import io
+    from onnxforge.api.compare import output_scales
+    from onnxforge.passes.toolchain_forms import dropout_as_inference
+
+    model = io.load(path)
+    scales = output_scales(model)
+    if not dropout_as_inference(model):
+        return path, scales, False
+    io.save(model, copy)
+    return copy, scales, True
+
+
 def _prepare_child(args: argparse.Namespace) -> None:
     """The model's size and float32 weights; where it holds some, the input sets and the
     original's outputs (``data.pkl``). ``prepare.json`` says which."""
@@ -157,13 +174,14 @@ def _prepare_child(args: argparse.Namespace) -> None:
         return
     _, tables = wild.load_data()
     spec = wild.feed_spec(args.id, tables) if args.wild else wild.FeedSpec()
-    found = _feed_sets(proto, path, spec)
+    run_as, info["scales"], dropout = _as_inference(path, work / "original.onnx")
+    found = _feed_sets(proto, run_as, spec)
     if isinstance(found, str):
         info["error"] = found
     else:
         sets, want, bindings = found
         with (work / "data.pkl").open("wb") as f:
-            pickle.dump({"feeds": sets, "want": want}, f)
+            pickle.dump({"feeds": sets, "want": want, "dropout": dropout}, f)
         inputs = [[n, list(a.shape), str(a.dtype)] for n, a in sets[0].items()]
         info.update({"sets": len(sets), "bindings": bindings, "inputs": inputs})
     (work / "prepare.json").write_text(json.dumps(info))
@@ -280,6 +298,8 @@ def _judge_child(args: argparse.Namespace) -> None:
     with Path(args.data).open("rb") as f:
         data = pickle.load(f)
     proto = onnx.load(args.model, load_external_data=False)
+    if data.get("dropout"):  # the original was run as inference computes it: so is this
+        args.model = str(_as_inference(Path(args.model), Path(args.out).with_name("as.onnx"))[0])
     feeds = [_as_declared(proto, s) for s in data["feeds"]]
     names = [o.name for o in proto.graph.output]
     record["retyped"] = sorted(
@@ -309,7 +329,9 @@ def _judge_child(args: argparse.Namespace) -> None:
             record["judge_error"] = f"reference evaluator: {wild._first_line(exc)}"
         stage("reference floor")  # the judge's own error on the original, first input set
         try:
-            ran = _reference_run(args.original, data["feeds"][:1])
+            original = Path(args.out).with_name("original.onnx") if data.get("dropout") \
+                else args.original  # fmt: skip
+            ran = _reference_run(str(original), data["feeds"][:1])
             floor = _errors(data["want"][:1], ran, names)
             record["floor"] = max((e["rel"] for e in floor), default=0.0)
         except Exception as exc:  # noqa: BLE001
@@ -620,11 +642,30 @@ def _left_out(stored: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     return sorted(not_run), other
 
 
+def _on_scale(result: Mapping[str, Any]) -> dict[str, Any]:
+    """``result`` with each bounded float output's error over the larger of its range and its
+    scale (``prepare``'s ``output_scales``), as ``range_error(scale=)`` measures it: the
+    judge records the error over the range alone."""
+    scales = result.get("prepare", {}).get("scales") or {}
+    if not scales:
+        return dict(result)
+    modes = {}
+    for mode, record in result.get("modes", {}).items():
+        outputs = [
+            {**o, "rel": min(o["rel"], o["abs"] / scales[o["name"]])}
+            if o.get("name") in scales and "float" in o.get("dtype", "") and "shape" not in o
+            else o
+            for o in record.get("outputs", [])
+        ]  # fmt: skip
+        modes[mode] = {**record, "outputs": outputs} if "outputs" in record else record
+    return {**result, "modes": modes}
+
+
 def write_report(stored: Mapping[str, Any], out: Path) -> None:
     """``precision.md``: the environment, a summary per mode, the issue's figures, the models
     where onnxforge fails and a peer passes, every onnxforge failure, then one row per model."""
     meta = stored.get("meta", {})
-    results = {k: v for k, v in stored.get("models", {}).items()
+    results = {k: _on_scale(v) for k, v in stored.get("models", {}).items()
                if v.get("prepare", {}).get("sets")}  # fmt: skip
     modes = [m for m in MODES if any(m in r.get("modes", {}) for r in results.values())]
     wild_n = sum(not k.startswith("exporters/") for k in results)
@@ -643,7 +684,9 @@ def write_report(stored: Mapping[str, Any], out: Path) -> None:
         f"{meta.get('subset', '')}",
         "",
         f"Error: `onnxforge.api.compare.range_error`, the largest absolute difference from the "
-        f"original's output over that output's range, the largest over the outputs and {RUNS} "
+        f"original's output over that output's range (over its scale where the op making it "
+        "bounds it and that is larger: a Sigmoid's 1, `output_scales`), the largest over the "
+        f"outputs and {RUNS} "
         "input sets (the wild data file's feeds); the original runs on onnxruntime with "
         "optimizations off, each conversion on onnxruntime with its defaults (one thread), "
         "or, where onnxruntime does not load or run it, on `onnx.reference.ReferenceEvaluator` "

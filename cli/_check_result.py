@@ -21,6 +21,7 @@ from onnxforge.api.compare import (
     HALF_TOLERANCE,
     compare_on_onnxruntime,
     compare_within,
+    output_scales,
     random_inputs,
 )
 from onnxforge.cli._app import clip, errors, note
@@ -74,6 +75,7 @@ def check_result(
             fix_input_shapes(original, shapes)
         feeds = random_inputs(original, runs, seed=0 if precision is None else CHECK_SEED)
         names = [v.name for v in original.graph.outputs]
+        scales = output_scales(original)
         before = {
             v.name: DType(v.type.dtype).numpy
             for v in original.graph.inputs
@@ -92,6 +94,7 @@ def check_result(
                 changed=changed,
                 precision=precision,
                 tolerance=tolerance,
+                scales=scales,
             )
     return found
 
@@ -119,6 +122,7 @@ def _measure(
     changed: Mapping[str, np.dtype],
     precision: str | None,
     tolerance: float | None,
+    scales: Mapping[str, float],
 ) -> list[dict[str, Any]]:
     """The comparison check_result describes; past the budget, exit 1."""
     bfloat16 = precision == "bfloat16"
@@ -130,7 +134,13 @@ def _measure(
     else:
         assert tolerance is not None
         measured = compare_within(
-            source, staged, feeds, names, input_dtypes=changed, tolerance=tolerance
+            source,
+            staged,
+            feeds,
+            names,
+            input_dtypes=changed,
+            tolerance=tolerance,
+            scales=scales,
         )
         found = [e.to_json() for e in measured]
         problems = []

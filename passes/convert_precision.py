@@ -231,11 +231,15 @@ class ConvertPrecisionPass(Pass):
                 continue  # a function has no initializers; its constants are its calls' own
             found = [v for v in graph.initializers if v not in graph.inputs]
             found += [o._outputs[0] for o in graph.ops if o.op_type == "Constant"]
+            grid = _quantization_parameters(graph)
             for value in found:
                 tensor = _tensor_of(graph, value)
                 if tensor is None or tensor.dtype != DType.FLOAT:
                     continue
                 if tensor.size < self.min_elements or not graph.is_used(value):
+                    continue
+                if value in grid:
+                    result.note("weights_kept_float32", f"{value.name}: {grid[value]}")
                     continue
                 if value.name in self.keep_float32:
                     reason = self.keep_float32[value.name]
@@ -748,6 +752,31 @@ def _shape_only(value: Value) -> bool:
         return False
     uses = graph.uses(value)
     return bool(uses) and all(op.op_type in SHAPE_READERS for op, _ in uses)
+
+
+QUANTIZE_DEQUANTIZE = frozenset({"QuantizeLinear", "DequantizeLinear"})
+"""Ops whose inputs after the first are the quantization grid (scale, zero point); every
+float input of a QLinear op (QLinearConv, com.microsoft's QLinearAdd, ...) is a scale."""
+
+
+def _quantization_parameters(graph: Graph) -> dict[Value, str]:
+    """The values ``graph``'s quantization ops read as scales or zero points -> why they stay
+    float32 when the weights are compressed: they are the grid the model was quantized on,
+    and rounding one moves every value near a step across it (a per-channel scale rounded to
+    float16 moved sscd's embedding by 6e-2 of its range with all else float32), for bytes
+    that are a sliver of the integer weights beside them."""
+    found: dict[Value, str] = {}
+    for op in graph.ops:
+        if op.op_type in QUANTIZE_DEQUANTIZE:
+            reads = op._inputs[1:]
+        elif op.op_type.startswith("QLinear"):
+            reads = op._inputs
+        else:
+            continue
+        for value in reads:
+            if value is not None:
+                found.setdefault(value, f"a quantization parameter of {op.op_type} {op.name!r}")
+    return found
 
 
 def _tensor_of(graph: Graph, value: Value) -> Tensor | None:

@@ -11,6 +11,7 @@ __all__ = [
     "OutputError",
     "compare_on_onnxruntime",
     "compare_within",
+    "output_scales",
     "random_inputs",
     "range_error",
 ]
@@ -27,7 +28,7 @@ import numpy as np
 
 from onnxforge._runtime_child import run_in_child
 from onnxforge.errors import OnnxForgeError
-from onnxforge.ir import DType, Model, TensorType
+from onnxforge.ir import DType, Model, Op, TensorType
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +54,8 @@ not allocated."""
 
 def random_inputs(model: Model, runs: int, *, seed: int = 0) -> list[dict[str, np.ndarray]]:
     """``runs`` sets of inputs for the model's graph inputs (initializer defaults excluded):
-    floats standard normal, integers and bools in [0, 2) so ids and masks stay valid, strings
+    floats standard normal, integers and bools in [0, 2) so ids and masks stay valid (an
+    image model's 4-D uint8 input: pixels, 0 to 255), strings
     one lowercase letter each (a token, a character: what string inputs hold), unknown dims
     2 (first) or 5 (others; fix them with --input-shape), an image's batch 1 and sides
     IMAGE_SIDE (``_unknown_sizes``), a named dim the size it has where it first appears."""
@@ -92,6 +94,8 @@ def random_inputs(model: Model, runs: int, *, seed: int = 0) -> list[dict[str, n
             if np_dtype.kind == "O":
                 letters = rng.integers(ord("a"), ord("z") + 1, shape)
                 feeds[value.name] = np.vectorize(chr, otypes=[object])(letters).reshape(shape)
+            elif np_dtype == np.uint8 and image and len(shape) == 4:  # pixels
+                feeds[value.name] = rng.integers(0, 256, shape).astype(np_dtype)
             elif np_dtype.kind in "iub":
                 feeds[value.name] = rng.integers(0, 2, shape).astype(np_dtype)
             else:
@@ -106,21 +110,28 @@ _IMAGE_TYPES = frozenset({DType.FLOAT, DType.FLOAT16, DType.BFLOAT16, DType.DOUB
 def _unknown_sizes(shape: Sequence[object], image: bool) -> list[int]:
     """The size each dim of an input takes where it is unknown: 2 (first) or 5; an image
     (``image``: a model with convolutions or pooling, a 4-D input whose height or width is
-    unknown) batch 1 and sides of IMAGE_SIDE."""
-    if image and len(shape) == 4 and any(not isinstance(d, int) for d in shape[2:]):
-        return [1, DYNAMIC_OTHER, IMAGE_SIDE, IMAGE_SIDE]
+    unknown) batch 1 and sides of IMAGE_SIDE, its channels last where the last dim is a
+    known 1 to 4 and the second is not known (NHWC: TensorFlow's, sscd's)."""
+    if image and len(shape) == 4:
+        last = shape[3]
+        if isinstance(last, int) and 1 <= last <= 4 and not isinstance(shape[1], int):
+            return [1, IMAGE_SIDE, IMAGE_SIDE, DYNAMIC_OTHER]
+        if any(not isinstance(d, int) for d in shape[2:]):
+            return [1, DYNAMIC_OTHER, IMAGE_SIDE, IMAGE_SIDE]
     return [DYNAMIC_BATCH if i == 0 else DYNAMIC_OTHER for i in range(len(shape))]
 
 
-def range_error(want: np.ndarray, got: np.ndarray) -> tuple[float, float]:
+def range_error(want: np.ndarray, got: np.ndarray, *, scale: float = 0.0) -> tuple[float, float]:
     """How far ``got`` is from ``want``: the largest absolute difference, and that over
     ``want``'s range (max - min of its finite values; its largest magnitude when they are all
-    equal, 1 when that is 0). A NaN or infinity where ``want`` has a finite value is an
+    equal, 1 when that is 0), or over ``scale`` where that is larger: the width of what the
+    output can be (``output_scales``: a Sigmoid's 1), which inputs that exercise a sliver of
+    it do not shrink. A NaN or infinity where ``want`` has a finite value is an
     infinite error; equal non-finite values agree. An integer or bool output's relative
     error is the share of its elements that differ (an ArgMax index has no range to be near
     in: a near tie that flips is one element of its count, not the distance between two
     class numbers); any other (strings, maps) agree or are 1 off."""
-    fast = _finite_float_error(np.asarray(want), np.asarray(got))
+    fast = _finite_float_error(np.asarray(want), np.asarray(got), scale)
     if fast is not None:
         return fast
     if np.asarray(want).dtype.kind not in "fciub" or np.asarray(got).dtype.kind not in "fciub":
@@ -140,7 +151,7 @@ def range_error(want: np.ndarray, got: np.ndarray) -> tuple[float, float]:
     span = float(finite.max() - finite.min()) if finite.size else 0.0
     if span == 0.0:
         span = float(np.abs(finite).max()) if finite.size else 0.0
-    span = span or 1.0
+    span = max(span or 1.0, scale)
     with np.errstate(invalid="ignore"):
         diff = np.where(same, 0.0, np.abs(g - w))
     largest = float(np.nanmax(diff)) if diff.size else 0.0
@@ -149,10 +160,65 @@ def range_error(want: np.ndarray, got: np.ndarray) -> tuple[float, float]:
     return largest, largest / span
 
 
+_BOUNDED = {"Sigmoid": (0.0, 1.0), "HardSigmoid": (0.0, 1.0), "Softmax": (0.0, 1.0),
+            "Tanh": (-1.0, 1.0)}  # fmt: skip
+_SUBSET = frozenset(
+    {"Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Slice", "Gather",
+     "GatherElements", "GatherND", "Expand", "Tile", "Split", "MaxPool", "ReduceMax",
+     "ReduceMin", "DepthToSpace", "SpaceToDepth", "Cast"}
+)  # fmt: skip
+"""Ops whose outputs' values are some of their first input's (a bound passes through)."""
+
+
+def output_scales(model: Model) -> dict[str, float]:
+    """Each main-graph output the op making it bounds: name -> the width of those bounds
+    (a Sigmoid's or Softmax's 1, a Tanh's 2, a Clip's max - min), looked for through ops that
+    only move or pick values (Reshape, Transpose, Slice, Concat of bounded values, ...). A
+    text detector's probability map is about 1e-7 everywhere on a random image: over that
+    range, float16's rounding of 1e-7 is the whole range, while on the probability's own
+    scale it is 1e-7 (range_error's ``scale``)."""
+    graph = model.graph
+    bounds: dict[str, tuple[float, float]] = {}
+    for op in graph.topo_order():
+        found = _bounds(op, bounds)
+        if found is not None:
+            for out in op._outputs:
+                if out is not None:
+                    bounds[out.name] = found
+    return {v.name: hi - lo for v in graph.outputs if (b := bounds.get(v.name)) for lo, hi in [b]}
+
+
+def _bounds(op: Op, bounds: Mapping[str, tuple[float, float]]) -> tuple[float, float] | None:
+    """The values ``op``'s outputs can take, where it bounds them; else None."""
+    from onnxforge.passes._rewrite import constant
+
+    reads = [v for v in op._inputs if v is not None]
+    if op.domain not in ("", "ai.onnx") or not reads:
+        return None
+    if op.op_type in _BOUNDED:
+        return _BOUNDED[op.op_type]
+    if op.op_type in _SUBSET:
+        return bounds.get(reads[0].name)
+    if op.op_type == "Concat":
+        parts = [bounds.get(v.name) for v in reads]
+        if all(p is not None for p in parts):
+            return min(p[0] for p in parts if p), max(p[1] for p in parts if p)
+        return None
+    if op.op_type == "Clip":
+        low, high = op.attr("min"), op.attr("max")
+        if len(op._inputs) > 1:  # from version 11 the bounds are inputs
+            ends = [constant(op._inputs[i]) if i < len(op._inputs) else None for i in (1, 2)]
+            low, high = (float(a.reshape(-1)[0]) if a is not None and a.size == 1 else None
+                         for a in ends)  # fmt: skip
+        if low is not None and high is not None and high >= low:
+            return float(low), float(high)
+    return None
+
+
 _CHUNK = 1 << 18
 
 
-def _finite_float_error(w: np.ndarray, g: np.ndarray) -> tuple[float, float] | None:
+def _finite_float_error(w: np.ndarray, g: np.ndarray, scale: float) -> tuple[float, float] | None:
     """range_error of two float32 (or float16) arrays of one shape whose values are all
     finite, without float64 copies of both (a calibration compares gigabytes a round: this was
     a quarter of a 960 x 960 detector's time); None for any other case."""
@@ -163,7 +229,7 @@ def _finite_float_error(w: np.ndarray, g: np.ndarray) -> tuple[float, float] | N
     lo, hi, g_lo, g_hi = float(w.min()), float(w.max()), float(g.min()), float(g.max())
     if not all(math.isfinite(x) for x in (lo, hi, g_lo, g_hi)):
         return None
-    span = (hi - lo) or max(abs(lo), abs(hi)) or 1.0
+    span = max((hi - lo) or max(abs(lo), abs(hi)) or 1.0, scale)
     flat_w, flat_g = w.reshape(-1), g.reshape(-1)
     buffer = np.empty(min(_CHUNK, flat_w.size), np.float64)
     largest = 0.0
@@ -254,11 +320,16 @@ def compare_within(
     input_dtypes: Mapping[str, np.dtype] | None = None,
     judges: Sequence[str] = tuple(JUDGES),
     tolerance: float | None = None,
+    scales: Mapping[str, float] | None = None,
 ) -> list[OutputError]:
     """Each output's largest difference (``range_error``) between the original on
-    onnxruntime and the result as each judge computes it; a judge that cannot load or run
+    onnxruntime and the result as each judge computes it (onnxruntime's judge against the
+    original run as it runs the result, optimized: its optimizer turns a quantized model's
+    QuantizeLinear, Conv and DequantizeLinear into integer kernels, which is no difference
+    the conversion made); a judge that cannot load or run
     the result gives one OutputError with its ``problem`` instead. ``input_dtypes``: the
-    result's input types where they differ from the original's (--no-keep-io-types)."""
+    result's input types where they differ from the original's (--no-keep-io-types);
+    ``scales``: the original's ``output_scales``."""
     want = _run(original, feeds)
     given = [
         {k: v.astype((input_dtypes or {}).get(k, v.dtype)) for k, v in s.items()} for s in feeds
@@ -274,13 +345,14 @@ def compare_within(
                 continue
         try:
             got = _run(result, given, JUDGES[judge])
+            same = want if judge != "onnxruntime" else _run(original, feeds, JUDGES[judge])
         except OnnxForgeError as exc:
             found.append(OutputError(judge, "*", problem=str(exc).split(": ", 1)[-1]))
             continue
         worst: dict[str, tuple[float, float]] = {}
-        for w_outs, g_outs in zip(want, got, strict=True):
+        for w_outs, g_outs in zip(same, got, strict=True):
             for name, w, g in zip(output_names, w_outs, g_outs, strict=True):
-                largest, relative = range_error(w, g)
+                largest, relative = range_error(w, g, scale=(scales or {}).get(name, 0.0))
                 before = worst.get(name, (0.0, 0.0))
                 worst[name] = (max(before[0], largest), max(before[1], relative))
         found += [OutputError(judge, n, *worst[n]) for n in output_names if n in worst]

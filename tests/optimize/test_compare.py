@@ -58,6 +58,19 @@ def test_an_image_models_unknown_sides_are_sized_like_an_image() -> None:
         HEADER + " g (float[N, 3, H, W] x) => (float[N, 3, H, W] y) { y = Relu(x) }"
     )
     assert random_inputs(flat, 1)[0]["x"].shape == (2, 3, 5, 5)  # no convolution: no image
+    nhwc = model_from_text(
+        HEADER + " g (float[N, H, W, 3] x) => (float[N, 2, H, W] y)"
+        " { t = Transpose<perm = [0, 3, 1, 2]>(x)  y = Conv(t, w) }",
+        w=np.ones((2, 3, 1, 1), np.float32),
+    )
+    assert random_inputs(nhwc, 1)[0]["x"].shape == (1, 64, 64, 3)  # channels last
+    pixels = model_from_text(
+        HEADER + " g (uint8[N, H, W, 3] x) => (float[N, 2, H, W] y)"
+        " { f = Cast<to = 1>(x)  t = Transpose<perm = [0, 3, 1, 2]>(f)  y = Conv(t, w) }",
+        w=np.ones((2, 3, 1, 1), np.float32),
+    )
+    image = random_inputs(pixels, 1)[0]["x"]
+    assert image.shape == (1, 64, 64, 3) and image.max() > 200  # pixels, not a mask's 0 and 1
 
 
 def test_an_integer_outputs_error_is_the_share_of_its_elements_that_differ() -> None:
@@ -127,3 +140,35 @@ def test_a_changed_shape_is_a_difference(tmp_path: Path) -> None:
     assert compare_on_onnxruntime(a, b, feeds, ["y"]) == [
         "input set 0, output 'y': float32[6], the original gives float32[2, 3]"
     ]
+
+
+def test_a_bounded_outputs_error_is_over_its_scale_where_that_is_wider() -> None:
+    from onnxforge.api.compare import output_scales
+
+    model = model_from_text(
+        HEADER
+        + """
+        g (float[2, 3] x) => (float[3, 2] prob, float[2, 3] clipped, float[6, 2] both,
+                              float[2, 3] plain) {
+            s = Sigmoid(x)
+            prob = Transpose<perm = [1, 0]>(s)
+            lo = Constant<value = float {-6.0}>()
+            hi = Constant<value = float {6.0}>()
+            clipped = Clip(x, lo, hi)
+            t = Transpose<perm = [1, 0]>(clipped)
+            both = Concat<axis = 0>(prob, t)
+            plain = Relu(x)
+        }"""
+    )
+    assert output_scales(model) == {"prob": 1.0, "clipped": 12.0, "both": 12.0}
+    # a detector's map on a random image: about 1e-7 everywhere, off by float16's 1e-7
+    want = np.full((3, 2), 1e-7, np.float32)
+    want[0, 0] = 2.5e-7
+    got = want + np.float32(1e-7)
+    assert range_error(want, got)[1] == pytest.approx(1e-7 / 1.5e-7, rel=1e-5)
+    assert range_error(want, got, scale=1.0)[1] == pytest.approx(1e-7, rel=1e-5)
+    # a range wider than the scale is kept; the slow path (float64) agrees with the fast one
+    wide = np.linspace(-3, 3, 6).reshape(3, 2)
+    assert range_error(wide, wide + 0.06, scale=1.0)[1] == pytest.approx(0.01)
+    assert range_error(wide.astype(np.float32), wide.astype(np.float32) + np.float32(0.06),
+                       scale=1.0)[1] == pytest.approx(0.01, rel=1e-5)  # fmt: skip

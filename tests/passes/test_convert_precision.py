@@ -651,3 +651,35 @@ def _convert_with(model: Model, convert: ConvertPrecisionPass) -> tuple[Report, 
     onnx.checker.check_model(proto, full_check=True)
     _assert_clean(proto, weights_only=True)
     return report, proto
+
+
+QDQ = """<ir_version: 9, opset_import: ["" : 19]>
+g (float[2, 32] x) => (float[2, 32] y) {
+    q = QuantizeLinear <axis = 1> (x, act_scale, act_zero)
+    a = DequantizeLinear <axis = 1> (q, act_scale, act_zero)
+    w = DequantizeLinear <axis = 1> (w_int8, w_scale)
+    h = MatMul (a, w)
+    y = Add (h, bias)
+}"""
+
+
+def test_weights_only_keeps_the_quantization_grid_float32() -> None:
+    # Per-channel scales rounded to float16 move every activation near a step across it:
+    # they stay, the float weights beside them (the bias) are compressed.
+    rng = np.random.default_rng(0)
+    weights = {
+        "act_scale": np.float32(1 / 127) * (1 + rng.random(32)).astype(np.float32),
+        "act_zero": np.zeros(32, np.int8),
+        "w_int8": rng.integers(-127, 128, (32, 32)).astype(np.int8),
+        "w_scale": (rng.random(32) / 100).astype(np.float32),
+        "bias": rng.standard_normal(32).astype(np.float32),
+    }
+    original = to_proto(model_from_text(QDQ, **weights))
+    report, proto = _convert(model_from_text(QDQ, **weights), "float16", weights_only=True)
+    assert report.details("convert-precision", "weights_compressed") == ["bias"]
+    kept = report.details("convert-precision", "weights_kept_float32")
+    assert sorted(k.split(":")[0] for k in kept) == ["act_scale", "w_scale"]
+    assert all("quantization parameter of" in k for k in kept)
+    x = rng.standard_normal((2, 32)).astype(np.float32)
+    want, got = run_onnxruntime(original, {"x": x}), run_onnxruntime(proto, {"x": x})
+    np.testing.assert_allclose(got[0], want[0], rtol=0, atol=1e-3 * float(np.ptp(want[0])))
