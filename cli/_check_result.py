@@ -18,9 +18,9 @@ from onnxforge.api._optimize import fix_input_shapes
 from onnxforge.api.compare import (
     DEFAULT_ATOL,
     DEFAULT_RTOL,
-    HALF_TOLERANCE,
     compare_on_onnxruntime,
     compare_within,
+    half_tolerance,
     output_scales,
     random_inputs,
 )
@@ -64,10 +64,10 @@ def check_result(
     a precision conversion (``precision``: "float16", "bfloat16" or "float32" for --dtype,
     "weights" for --weights), each output's largest difference over its range, by
     onnxruntime and by the reference evaluator, must be within ``tolerance`` (default
-    HALF_TOLERANCE, WEIGHTS_TOLERANCE after --weights); else onnxruntime's outputs must agree
+    ``half_tolerance``, WEIGHTS_TOLERANCE after --weights); else onnxruntime's outputs must agree
     to its rounding. Past it: exit 1, nothing written. Returns what was measured (json)."""
     if tolerance is None and precision is not None:
-        tolerance = WEIGHTS_TOLERANCE if precision == "weights" else HALF_TOLERANCE
+        tolerance = WEIGHTS_TOLERANCE if precision == "weights" else half_tolerance(precision)
     judges = "onnxruntime" if precision is None else "onnxruntime and the reference evaluator"
     with progress(f"checking on {judges} ({runs} input sets)", expected_long=True):
         original = load(source)

@@ -20,6 +20,7 @@ from onnxforge.api._mixed_precision import (
     Calibration,
 )
 from onnxforge.api.compare import (
+    BFLOAT16_TOLERANCE,
     HALF_TOLERANCE,
 )
 from onnxforge.cli._app import (
@@ -149,7 +150,8 @@ def convert(
             "--tolerance",
             metavar="X",
             help="--check's budget: the largest difference over each output's range. Default: "
-            f"{HALF_TOLERANCE:g} after --dtype, {WEIGHTS_TOLERANCE:g} after --weights, "
+            f"{HALF_TOLERANCE:g} after --dtype ({BFLOAT16_TOLERANCE:g} for bfloat16: 3 fewer "
+            f"significant bits), {WEIGHTS_TOLERANCE:g} after --weights, "
             "onnxruntime's rounding (rtol 1e-4, atol 1e-5) after --opset alone.",
             show_default=False,
         ),
@@ -187,8 +189,9 @@ def convert(
 
     --check N proves the result before it is written: N random input sets through the
     original and the result; after --dtype or --weights each output's largest difference
-    over its range must be within --tolerance (1e-2 for --dtype, 1e-3 for --weights), both as
-    onnxruntime computes the result and as onnx's reference evaluator does in its own types.
+    over its range must be within --tolerance (1e-2 for --dtype float16, 8e-2 for bfloat16,
+    1e-3 for --weights), both as onnxruntime computes the result and as onnx's reference
+    evaluator does in its own types.
     """
     name = model_name(model)
     with fail_on_errors(name):

@@ -23,7 +23,7 @@ from onnxforge.api._optimize import (
     optimize_model,
     parse_input_shape,
 )
-from onnxforge.api.compare import DEFAULT_ATOL, DEFAULT_RTOL, HALF_TOLERANCE
+from onnxforge.api.compare import BFLOAT16_TOLERANCE, DEFAULT_ATOL, DEFAULT_RTOL, HALF_TOLERANCE
 from onnxforge.cli._app import (
     AllowCast,
     Durable,
@@ -141,7 +141,8 @@ def optimize(
             "--tolerance",
             metavar="X",
             help="--check's budget: with --dtype, the largest difference over each output's "
-            f"range; else rtol and atol. Default: {HALF_TOLERANCE:g} with --dtype, else "
+            f"range; else rtol and atol. Default: {HALF_TOLERANCE:g} with --dtype "
+            f"({BFLOAT16_TOLERANCE:g} for bfloat16), else "
             f"rtol {DEFAULT_RTOL:g} and atol {DEFAULT_ATOL:g}.",
             show_default=False,
         ),

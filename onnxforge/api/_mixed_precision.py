@@ -29,7 +29,13 @@ import numpy as np
 
 from onnxforge import io
 from onnxforge._runtime_child import run_in_child
-from onnxforge.api.compare import HALF_TOLERANCE, output_scales, random_inputs, range_error
+from onnxforge.api.compare import (
+    HALF_TOLERANCE,
+    half_tolerance,
+    output_scales,
+    random_inputs,
+    range_error,
+)
 from onnxforge.errors import OnnxForgeError
 from onnxforge.ir import (
     DType,
@@ -562,9 +568,8 @@ class _Chooser(_Runs):
         _emulate(conv, self.target)
         what = f"the float32 emulation of the {_name(self.target)} model"
         measured = self._measure(conv, self._feeds_for(), what)
-        if not self.refused and any(
-            e > self.tolerance and e > measured.outputs.get(n, 0.0) for n, e in real.items()
-        ):
+        emulated_met = all(e <= self.tolerance for e in measured.outputs.values())
+        if not self.refused and emulated_met and any(e > self.tolerance for e in real.values()):
             # Only onnxruntime's float16 kernels miss the budget: the growth is found in
             # their own values (the emulation's would point nowhere, round after round).
             half = self._converted_copy(self.last_keep)
@@ -1389,7 +1394,7 @@ class Calibration:
     on ``feeds``, or on ``runs`` random input sets made for the model it is given (after any
     opset conversion and folding, as it will be converted); with ``weights_only``, the
     weights that stay float32 (``choose_float32_weights``, for
-    ``ConvertPrecisionPass(weights_only=True)``). ``tolerance`` None is ``HALF_TOLERANCE``,
+    ``ConvertPrecisionPass(weights_only=True)``). ``tolerance`` None is ``half_tolerance``,
     or ``WEIGHTS_TOLERANCE`` with ``weights_only``. ``result`` keeps what the last call
     found; a budget it cannot meet is an error saying what to change."""
 
@@ -1411,7 +1416,7 @@ class Calibration:
         """The tolerance this calibration holds the outputs to."""
         if self.tolerance is not None:
             return self.tolerance
-        return WEIGHTS_TOLERANCE if self.weights_only else HALF_TOLERANCE
+        return WEIGHTS_TOLERANCE if self.weights_only else half_tolerance(self.dtype)
 
     def __call__(self, model: Model) -> dict[str, str]:
         feeds = self.feeds

@@ -6,11 +6,13 @@ from __future__ import annotations
 __all__ = [
     "DEFAULT_ATOL",
     "DEFAULT_RTOL",
+    "BFLOAT16_TOLERANCE",
     "HALF_TOLERANCE",
     "MAX_INPUT_ELEMENTS",
     "OutputError",
     "compare_on_onnxruntime",
     "compare_within",
+    "half_tolerance",
     "output_scales",
     "random_inputs",
     "range_error",
@@ -42,6 +44,18 @@ HALF_TOLERANCE = 1e-2
 output, over that output's range on the same inputs (``range_error``). float16 keeps 11
 significant bits (3.3 digits), so one op's rounding is 5e-4 of a value; a deep model adds
 up tens of them."""
+BFLOAT16_TOLERANCE = 8e-2
+"""bfloat16's default budget: it keeps 8 significant bits to float16's 11, so one rounding is
+8 times float16's, and so is the budget (torch.testing's default rtol for bfloat16 is 16
+times float16's). Held to float16's, a bfloat16 conversion keeps most ops float32."""
+
+
+def half_tolerance(dtype: str) -> float:
+    """The default budget of a conversion to ``dtype`` (float16, bfloat16; float32 back from a
+    half type is held to float16's)."""
+    return BFLOAT16_TOLERANCE if dtype == "bfloat16" else HALF_TOLERANCE
+
+
 IMAGE_SIDE = 64
 """Size given to the unknown height and width of an image model's input (batch 1): at 5 a
 detector whose sides must be multiples of 32 does not run, and a CNN pools a 5 x 5 image to

@@ -648,3 +648,33 @@ def test_a_quantized_model_keeps_float32_what_its_quantize_ops_read(tmp_path: Pa
     written = onnx.shape_inference.infer_shapes(onnx.load(out)).graph
     types = {v.name: v.type.tensor_type.elem_type for v in written.value_info}
     assert types["d"] == TensorProto.FLOAT16  # after the last QuantizeLinear, float16 computes
+
+
+def test_bfloat16s_default_budget_is_eight_times_float16s(tmp_path: Path) -> None:
+    # (x @ w + 64) - 64: bfloat16's step at 64 is 0.5, float16's 1/16
+    text = """<ir_version: 10, opset_import: ["" : 18]>
+    g (float[2,16] x) => (float[2,8] y) {
+        h = MatMul (x, w)
+        s = Add (h, offset)
+        y = Sub (s, offset)
+    }"""
+    proto = parser.parse_model(text)
+    rng = np.random.default_rng(5)
+    proto.graph.initializer.extend([
+        numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w"),
+        numpy_helper.from_array(np.float32(64.0), "offset"),
+    ])  # fmt: skip
+    for node in proto.graph.node:
+        node.name = node.output[0]
+    path, out = tmp_path / "model.onnx", tmp_path / "out.onnx"
+    onnx.save(proto, path)
+    found = {}
+    for given in ([], ["--tolerance", "1e-2"]):
+        result = runner.invoke(app, ["convert", str(path), "--dtype", "bfloat16", "--check", "3",
+                                     "-o", str(out), "--json", "-", *given])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        found[bool(given)] = json.loads(result.stdout)["precision"]["calibration"]
+    assert found[False]["tolerance"] == 8e-2 and found[False]["kept_float32"] == {}
+    assert HALF_TOLERANCE < found[False]["errors"]["y"] <= 4e-2  # past float16's, within half
+    assert {"s", "y"} <= set(found[True]["kept_float32"])
+    assert found[True]["errors"]["y"] <= HALF_TOLERANCE / 2
