@@ -123,15 +123,14 @@ _IMAGE_TYPES = frozenset({DType.FLOAT, DType.FLOAT16, DType.BFLOAT16, DType.DOUB
 
 def _unknown_sizes(shape: Sequence[object], image: bool) -> list[int]:
     """The size each dim of an input takes where it is unknown: 2 (first) or 5; an image
-    (``image``: a model with convolutions or pooling, a 4-D input whose height or width is
-    unknown) batch 1 and sides of IMAGE_SIDE, its channels last where the last dim is a
-    known 1 to 4 and the second is not known (NHWC: TensorFlow's, sscd's)."""
+    (``image``: a 4-D input of a model with convolutions or pooling) batch 1 (a 960 x 960 detector's calibration exposes every value of each image)
+    and sides of IMAGE_SIDE, its channels last where the last dim is a known 1 to 4 and the
+    second is not known (NHWC: TensorFlow's, sscd's)."""
     if image and len(shape) == 4:
         last = shape[3]
         if isinstance(last, int) and 1 <= last <= 4 and not isinstance(shape[1], int):
             return [1, IMAGE_SIDE, IMAGE_SIDE, DYNAMIC_OTHER]
-        if any(not isinstance(d, int) for d in shape[2:]):
-            return [1, DYNAMIC_OTHER, IMAGE_SIDE, IMAGE_SIDE]
+        return [1, DYNAMIC_OTHER, IMAGE_SIDE, IMAGE_SIDE]  # batch 1 even at fixed sides
     return [DYNAMIC_BATCH if i == 0 else DYNAMIC_OTHER for i in range(len(shape))]
 
 

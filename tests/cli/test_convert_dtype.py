@@ -574,6 +574,23 @@ def test_check_of_a_model_left_in_training_mode_compares_it_as_inference_compute
     assert [n.op_type for n in onnx.load(out).graph.node].count("Dropout") == 1
 
 
+def _calibrated(
+    tmp_path: Path, text: str, weights: dict[str, np.ndarray], *args: str
+) -> dict[str, Any]:
+    """``text`` with ``weights`` (nodes named by their first output) through ``convert
+    --check 3 --json -`` and ``args``: its calibration report."""
+    proto = parser.parse_model(text)
+    proto.graph.initializer.extend(numpy_helper.from_array(a, n) for n, a in weights.items())
+    for node in proto.graph.node:
+        node.name = node.output[0]
+    path, out = tmp_path / "model.onnx", tmp_path / "out.onnx"
+    onnx.save(proto, path)
+    result = runner.invoke(app, ["convert", str(path), "--check", "3", "-o", str(out),
+                                 "--json", "-", *args])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["precision"]["calibration"]
+
+
 @pytest.mark.parametrize(("last", "scaled"), [("Sigmoid", True), ("Exp", False)])
 def test_a_probability_near_zero_is_judged_on_its_scale_not_its_sliver_of_range(
     tmp_path: Path, last: str, scaled: bool
@@ -587,20 +604,10 @@ def test_a_probability_near_zero_is_judged_on_its_scale_not_its_sliver_of_range(
         logit = Add (h, b)
         y = {last} (logit)
     }}"""
-    proto = parser.parse_model(text)
     rng = np.random.default_rng(2)
-    proto.graph.initializer.extend([
-        numpy_helper.from_array((0.01 * rng.standard_normal((8, 4))).astype(np.float32), "w"),
-        numpy_helper.from_array(np.full(4, -16.0, np.float32), "b"),
-    ])  # fmt: skip
-    for node in proto.graph.node:
-        node.name = node.output[0]
-    path, out = tmp_path / "model.onnx", tmp_path / "out.onnx"
-    onnx.save(proto, path)
-    result = runner.invoke(app, ["convert", str(path), "--dtype", "float16", "--check", "3",
-                                 "-o", str(out), "--json", "-"])  # fmt: skip
-    assert result.exit_code == 0, result.output
-    calibration = json.loads(result.stdout)["precision"]["calibration"]
+    weights = {"w": (0.01 * rng.standard_normal((8, 4))).astype(np.float32),
+               "b": np.full(4, -16.0, np.float32)}  # fmt: skip
+    calibration = _calibrated(tmp_path, text, weights, "--dtype", "float16")
     if scaled:
         assert calibration["kept_float32"] == {}
         assert calibration["errors"]["y"] < 1e-6
@@ -623,29 +630,18 @@ def test_a_quantized_model_keeps_float32_what_its_quantize_ops_read(tmp_path: Pa
         y = Tanh (d)
     }"""
     rng = np.random.default_rng(4)
-    proto = parser.parse_model(text)
-    proto.graph.initializer.extend(
-        numpy_helper.from_array(a, n)
-        for n, a in {
-            "mean": rng.standard_normal(32).astype(np.float32),
-            "act_scale": np.float32(3 / 127),
-            "zero": np.int8(0),
-            "w_int8": rng.integers(-127, 128, (32, 16)).astype(np.int8),
-            "w_scale": (rng.random(16) / 200).astype(np.float32),
-            "out_scale": np.float32(2 / 127),
-        }.items()
-    )
-    for node in proto.graph.node:
-        node.name = node.output[0]
-    path, out = tmp_path / "model.onnx", tmp_path / "out.onnx"
-    onnx.save(proto, path)
-    result = runner.invoke(app, ["convert", str(path), "--dtype", "float16", "--check", "3",
-                                 "-o", str(out), "--json", "-"])  # fmt: skip
-    assert result.exit_code == 0, result.output
-    kept = json.loads(result.stdout)["precision"]["calibration"]["kept_float32"]
+    weights = {
+        "mean": rng.standard_normal(32).astype(np.float32),
+        "act_scale": np.float32(3 / 127),
+        "zero": np.int8(0),
+        "w_int8": rng.integers(-127, 128, (32, 16)).astype(np.int8),
+        "w_scale": (rng.random(16) / 200).astype(np.float32),
+        "out_scale": np.float32(2 / 127),
+    }
+    kept = _calibrated(tmp_path, text, weights, "--dtype", "float16")["kept_float32"]
     assert set(kept) == {"centered", "a", "w", "h"}
     assert all("a QuantizeLinear reads what it computes" in why for why in kept.values())
-    written = onnx.shape_inference.infer_shapes(onnx.load(out)).graph
+    written = onnx.shape_inference.infer_shapes(onnx.load(tmp_path / "out.onnx")).graph
     types = {v.name: v.type.tensor_type.elem_type for v in written.value_info}
     assert types["d"] == TensorProto.FLOAT16  # after the last QuantizeLinear, float16 computes
 
@@ -658,22 +654,13 @@ def test_bfloat16s_default_budget_is_eight_times_float16s(tmp_path: Path) -> Non
         s = Add (h, offset)
         y = Sub (s, offset)
     }"""
-    proto = parser.parse_model(text)
     rng = np.random.default_rng(5)
-    proto.graph.initializer.extend([
-        numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w"),
-        numpy_helper.from_array(np.float32(64.0), "offset"),
-    ])  # fmt: skip
-    for node in proto.graph.node:
-        node.name = node.output[0]
-    path, out = tmp_path / "model.onnx", tmp_path / "out.onnx"
-    onnx.save(proto, path)
-    found = {}
-    for given in ([], ["--tolerance", "1e-2"]):
-        result = runner.invoke(app, ["convert", str(path), "--dtype", "bfloat16", "--check", "3",
-                                     "-o", str(out), "--json", "-", *given])  # fmt: skip
-        assert result.exit_code == 0, result.output
-        found[bool(given)] = json.loads(result.stdout)["precision"]["calibration"]
+    weights = {"w": rng.standard_normal((16, 8)).astype(np.float32),
+               "offset": np.float32(64.0)}  # fmt: skip
+    found = {
+        bool(given): _calibrated(tmp_path, text, weights, "--dtype", "bfloat16", *given)
+        for given in ([], ["--tolerance", "1e-2"])
+    }
     assert found[False]["tolerance"] == 8e-2 and found[False]["kept_float32"] == {}
     assert HALF_TOLERANCE < found[False]["errors"]["y"] <= 4e-2  # past float16's, within half
     assert {"s", "y"} <= set(found[True]["kept_float32"])

@@ -64,6 +64,11 @@ def test_an_image_models_unknown_sides_are_sized_like_an_image() -> None:
         w=np.ones((2, 3, 1, 1), np.float32),
     )
     assert random_inputs(nhwc, 1)[0]["x"].shape == (1, 64, 64, 3)  # channels last
+    fixed = model_from_text(
+        HEADER + " g (float[N, 3, 32, 32] x) => (float[N, 2, 32, 32] y) { y = Conv(x, w) }",
+        w=np.ones((2, 3, 1, 1), np.float32),
+    )
+    assert random_inputs(fixed, 1)[0]["x"].shape == (1, 3, 32, 32)  # batch 1 at fixed sides
     pixels = model_from_text(
         HEADER + " g (uint8[N, H, W, 3] x) => (float[N, 2, H, W] y)"
         " { f = Cast<to = 1>(x)  t = Transpose<perm = [0, 3, 1, 2]>(f)  y = Conv(t, w) }",
