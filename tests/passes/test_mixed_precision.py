@@ -15,14 +15,14 @@ import pytest
 from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 
-from onnxforge.api import _mixed_precision
+from onnxforge.api import _mixed_runs
 from onnxforge.api._mixed_precision import (
     WEIGHTS_TOLERANCE,
     Calibration,
-    _batches,
     choose_float32_ops,
     choose_float32_weights,
 )
+from onnxforge.api._mixed_runs import _batches
 from onnxforge.api.compare import HALF_TOLERANCE, range_error
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import from_proto, to_proto
@@ -379,7 +379,7 @@ def test_twins_are_exposed_in_the_same_run_as_their_ops_when_runs_are_split(
 ) -> None:
     model = _model(OFFSET, **OFFSET_WEIGHTS)
     whole = choose_float32_weights(model, "float16", WEIGHT_FEEDS)
-    monkeypatch.setattr(_mixed_precision, "MEMORY_BUDGET", 2048)  # 4 values of 512 bytes
+    monkeypatch.setattr(_mixed_runs, "MEMORY_BUDGET", 2048)  # 4 values of 512 bytes
     split = choose_float32_weights(model, "float16", WEIGHT_FEEDS)
     assert split == whole
 
@@ -481,15 +481,15 @@ def test_split_runs_run_the_float32_model_once_per_batch_over_every_round(
     """Values that do not fit in one run are run in batches; the float32 model's are saved the
     first time, not run again each round (half a 960 x 960 detector's child processes)."""
     whole = choose_float32_ops(_model(CANCELLATION), "float16", FEEDS)
-    monkeypatch.setattr(_mixed_precision, "MEMORY_BUDGET", 128)  # one value of 128 bytes a run
+    monkeypatch.setattr(_mixed_runs, "MEMORY_BUDGET", 128)  # one value of 128 bytes a run
     runs: list[str] = []
-    original = _mixed_precision._Runs._run
+    original = _mixed_runs._Runs._run
 
     def counted(self: Any, model: Model, names: Any, sets: Any, file: str, *args: Any, **kw: Any):
         runs.append(file)
         return original(self, model, names, sets, file, *args, **kw)
 
-    monkeypatch.setattr(_mixed_precision._Runs, "_run", counted)
+    monkeypatch.setattr(_mixed_runs._Runs, "_run", counted)
     split = choose_float32_ops(_model(CANCELLATION), "float16", FEEDS)
     assert split == whole and split.rounds == 3
     assert runs.count("converted.onnx") // split.rounds > 1  # split

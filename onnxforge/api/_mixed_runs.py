@@ -1,0 +1,477 @@
+"""What the automatic mixed precision's two choosers share: the float32 run of the model
+with its values exposed, the rounds of measuring a conversion and keeping what grows its
+error most, and the helpers both read the graph with."""
+
+from __future__ import annotations
+
+__all__ = [
+    "DEFAULT_MAX_ROUNDS",
+    "MEMORY_BUDGET",
+    "MixedPrecision",
+    "UnrunnableError",
+]
+
+import importlib.util
+import logging
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+from onnxforge import io
+from onnxforge._runtime_child import run_in_child
+from onnxforge.api.compare import (
+    HALF_TOLERANCE,
+    output_scales,
+    range_error,
+)
+from onnxforge.errors import OnnxForgeError
+from onnxforge.ir import (
+    DType,
+    Graph,
+    Model,
+    Op,
+    Tensor,
+    TensorType,
+    Value,
+    walk_graphs,
+)
+from onnxforge.passes.toolchain_forms import dropout_as_inference
+from onnxforge.shape_infer import infer
+from onnxforge.shape_infer.symbolic import evaluate
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_ROUNDS = 8
+"""Conversions the error step measures at most (each keeps the ops, or the weights, whose
+error grows most)."""
+
+MEMORY_BUDGET = 1 << 30
+"""Bytes of exposed values one run may return: above it, the values (or the input sets) are
+split over several runs."""
+
+TARGETS = {"float16": DType.FLOAT16, "bfloat16": DType.BFLOAT16}
+
+_NUMPY = {DType.FLOAT16: np.dtype(np.float16), DType.BFLOAT16: np.dtype(ml_dtypes.bfloat16)}
+
+Feeds = Sequence[Mapping[str, np.ndarray]]
+
+Batch = tuple[list[str], range]
+"""Names of the values a run exposes, and the input sets it runs on."""
+
+
+class UnrunnableError(OnnxForgeError):
+    """onnxruntime cannot run the float32 model on the input sets given."""
+
+
+@dataclass
+class MixedPrecision:
+    """What ``choose_float32_ops`` (or ``choose_float32_weights``) found.
+
+    ``keep``: op key (an op's first output name, or the caller's own keys) -> why it stays
+    float32, for ``ConvertPrecisionPass(keep_float32=...)``; for the weights, weight name
+    (initializer or Constant output) -> why. ``errors``: per graph output, the converted
+    model's largest error over the output's range (``range_error``) on the feeds. ``rounds``:
+    conversions measured. ``met``: every error is within ``tolerance``.
+    """
+
+    keep: dict[str, str]
+    errors: dict[str, float]
+    rounds: int
+    tolerance: float = HALF_TOLERANCE
+
+    @property
+    def met(self) -> bool:
+        """Every output is within the tolerance."""
+        return all(e <= self.tolerance for e in self.errors.values())
+
+
+def _target(dtype: str, feeds: Feeds) -> int:
+    """The half type ``dtype`` names, once the call is known to be possible."""
+    target = TARGETS.get(dtype)
+    if target is None:
+        raise OnnxForgeError(f"mixed precision: dtype {dtype!r}, not one of {', '.join(TARGETS)}")
+    if not feeds:
+        raise OnnxForgeError("mixed precision: no input sets to run the model on")
+    if importlib.util.find_spec("onnxruntime") is None:
+        raise OnnxForgeError(
+            "mixed precision runs the model on onnxruntime, which is not installed "
+            "(pip install onnxruntime)"
+        )
+    return target
+
+
+@dataclass
+class _Measured:
+    """One conversion's run: each shared value's and each graph output's error (over its
+    range), each shared value's largest absolute difference, and what a chooser's own
+    ``extra`` found (the largest of each over the input sets)."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    outputs: dict[str, float] = field(default_factory=dict)
+    absolute: dict[str, float] = field(default_factory=dict)
+    extra: dict[tuple[str, str], float] = field(default_factory=dict)
+
+
+Extra = Callable[
+    [Mapping[str, np.ndarray], Mapping[str, np.ndarray]], dict[tuple[str, str], float]
+]
+"""What a chooser measures beside the errors, from one input set's float32 and converted
+arrays: key -> number (the largest over the sets is kept)."""
+
+
+class _Runs:
+    """What both choosers share: the float32 copy of the model, the feeds, what its float32
+    run found (its float values, and its arrays when they fit in one run), the rounds of
+    measuring a conversion and keeping what grows its error most."""
+
+    tolerance: float
+
+    def __init__(self, model: Model, feeds: Feeds, folder: Path) -> None:
+        self.base = _copy(model)
+        # A Dropout left in training mode draws a new mask each run: measured as inference
+        # computes it (the written model keeps it), else no two runs agree (torch's BERT
+        # exported in train mode); values a Random op feeds are not measured at all.
+        dropout_as_inference(self.base)
+        infer(self.base, verify=False)  # the float values and what reads them need types
+        self.random = {v.name for v in _random_values(self.base.graph)}
+        self.feeds = feeds
+        self.folder = folder
+        graph = self.base.graph
+        self.values = _by_name(graph)
+        self.outputs = [v.name for v in graph.outputs]
+        self.scales = output_scales(self.base)  # a graph output's error is over these
+        self.floats: set[str] = set()  # float32 values, by what the float32 run returned
+        self.reference: list[dict[str, np.ndarray]] | None = None  # that run, when it fits
+        self.saved: dict[tuple[str, int], Path] = {}  # (value, input set) -> its float32 .npy
+
+    # -- what a chooser gives ----------------------------------------------------------------
+    def _convert(self, keep: Mapping[str, str]) -> Model:
+        """A converted copy of the model with ``keep`` as it is."""
+        raise NotImplementedError
+
+    def _measure_round(self, conv: Model) -> _Measured:
+        """``conv`` (made by ``_convert``; it may be changed) measured on the float32 run."""
+        raise NotImplementedError
+
+    def _pick(
+        self, measured: _Measured, keep: Mapping[str, str], failing: Sequence[str]
+    ) -> dict[str, str]:
+        """What to keep next for the failing outputs: key -> why (nothing: give up)."""
+        raise NotImplementedError
+
+    def _keep(self, keep: dict[str, str], key: str, reason: str) -> None:
+        keep.setdefault(key, reason)
+
+    round: int = 0
+    """The round ``_pick`` chooses for (1 first)."""
+
+    def _counts(self) -> bool:
+        """Whether the round just measured counts against ``max_rounds`` (one that only
+        found what the runtime cannot run does not)."""
+        return True
+
+    # -- shared ------------------------------------------------------------------------------
+    def _rounds(self, keep: dict[str, str], conv: Model, max_rounds: int) -> MixedPrecision:
+        """Measure ``conv``; while an output fails, keep what ``_pick`` finds and convert
+        again, ``max_rounds`` measures at most."""
+        rounds = counted = 0
+        while True:
+            rounds += 1
+            measured = self._measure_round(conv)
+            counted += self._counts()
+            failing = [n for n, e in measured.outputs.items() if not e <= self.tolerance]
+            worst = max(measured.outputs.values(), default=0.0)
+            logger.info("mixed precision round %d: largest output error %.3g", rounds, worst)
+            if not failing or counted >= max_rounds or rounds >= 2 * max_rounds:
+                break
+            self.round = rounds
+            picked = self._pick(measured, keep, failing)
+            if not picked:
+                break
+            for key, reason in picked.items():
+                self._keep(keep, key, reason)
+            conv = self._convert(keep)
+        return MixedPrecision(keep, measured.outputs, rounds, self.tolerance)
+
+    def _run_float32(self, probe: Model) -> dict[str, float]:
+        """Run ``probe`` (the float32 model, or a copy whose values are its own) with every
+        float value exposed: the largest finite magnitude of each, keeping the arrays as the
+        reference when ``probe`` is the model itself and they fit in one run."""
+        candidates = [
+            v
+            for op in self.base.graph.ops
+            if op.op_type != "Constant"
+            for v in op._outputs
+            if v is not None and _maybe_float(v)
+        ]
+        batches = self._batches(candidates)
+        largest: dict[str, float] = {}
+        for names, sets in batches:
+            if probe is self.base:
+                runs = self._float32(names, sets, save=len(batches) > 1)
+            else:
+                runs = self._run(probe, names, sets, "float32.onnx")
+            if isinstance(runs, str):
+                raise UnrunnableError(f"onnxruntime cannot run the float32 model: {runs}")
+            for run in runs:
+                for name, array in run.items():
+                    if name not in names or array.dtype != np.float32:
+                        continue
+                    self.floats.add(name)
+                    largest[name] = max(largest.get(name, 0.0), _largest(array))
+            if len(batches) == 1 and probe is self.base:
+                self.reference = runs
+        return largest
+
+    def _measure(
+        self,
+        conv: Model,
+        feeds: Feeds,
+        what: str,
+        companions: Mapping[str, Sequence[str]] | None = None,
+        extra: Extra | None = None,
+    ) -> _Measured:
+        """Run ``conv`` (``what`` it is, for an error) on ``feeds`` and the float32 model on
+        the feeds: each shared value's and each graph output's largest range_error over the
+        input sets. ``companions``: values of ``conv`` alone exposed in the same run as a
+        shared value (as large as it), for ``extra``."""
+        values = _by_name(conv.graph)
+        shared = [self.values[n] for n in sorted(self.floats) if n in values]
+        with_ = companions or {}
+        if self.reference is not None and not with_:  # it fit in one run: so does this
+            batches = [([v.name for v in shared], range(len(self.feeds)))]
+        else:
+            batches = self._batches(shared, with_)
+        done = _Measured()
+        for exposed, sets in batches:
+            extras = [c for n in exposed for c in with_.get(n, ())]
+            got = self._run(conv, [*exposed, *extras], sets, "converted.onnx", feeds)
+            if isinstance(got, str):
+                raise OnnxForgeError(f"onnxruntime cannot run {what}: {got}")
+            if self.reference is not None:
+                want = [self.reference[i] for i in sets]
+            else:
+                runs = self._float32(exposed, sets)
+                if isinstance(runs, str):
+                    raise UnrunnableError(f"onnxruntime cannot run the float32 model: {runs}")
+                want = runs
+            for w, g in zip(want, got, strict=True):
+                for name in exposed:
+                    if name in w and name in g and name not in self.random:
+                        largest, error = range_error(w[name], g[name])
+                        done.values[name] = max(done.values.get(name, 0.0), error)
+                        done.absolute[name] = max(done.absolute.get(name, 0.0), largest)
+                for key, number in (extra(w, g) if extra is not None else {}).items():
+                    done.extra[key] = max(done.extra.get(key, 0.0), number)
+                for name in self.outputs:
+                    if name in w and name in g and name not in self.random:
+                        error = range_error(w[name], g[name], scale=self.scales.get(name, 0.0))[1]
+                        done.outputs[name] = max(done.outputs.get(name, 0.0), error)
+        return done
+
+    def _float32(
+        self, names: Sequence[str], sets: range, *, save: bool = True
+    ) -> list[dict[str, np.ndarray]] | str:
+        """The float32 model run on ``sets`` with ``names`` exposed (as ``_run``), from the
+        files an earlier run of them left when there are: when the values do not fit in one
+        run, every round ran the same float32 model again (half of a 960 x 960 detector's
+        child processes), so each numeric array is saved once in the folder and mapped."""
+        wanted = [*names, *self.outputs]
+        if all((n, i) in self.saved for n in wanted for i in sets):
+            return [{n: np.load(self.saved[n, i], mmap_mode="r") for n in wanted} for i in sets]
+        runs = self._run(self.base, names, sets, "float32.onnx")
+        if isinstance(runs, str) or not save:
+            return runs
+        folder = self.folder / "float32"
+        folder.mkdir(exist_ok=True)
+        for i, run in zip(sets, runs, strict=True):
+            for name, array in run.items():
+                if (name, i) not in self.saved and isinstance(array, np.ndarray) \
+                        and array.dtype.kind in "fiub":  # fmt: skip
+                    path = folder / f"{len(self.saved)}.npy"
+                    np.save(path, array)
+                    self.saved[name, i] = path
+        return runs
+
+    def _batches(
+        self, values: Sequence[Value], companions: Mapping[str, Sequence[str]] | None = None
+    ) -> list[Batch]:
+        bindings, fallback = _bindings(self.base.graph, self.feeds)
+        with_ = companions or {}
+        sizes = {
+            v.name: _nbytes(v, bindings, fallback) * (1 + len(with_.get(v.name, ())))
+            for v in values
+        }
+        return _batches(sizes, len(self.feeds), MEMORY_BUDGET)
+
+    def _run(
+        self,
+        model: Model,
+        names: Sequence[str],
+        sets: range,
+        file: str,
+        feeds: Sequence[Mapping[str, np.ndarray]] | None = None,
+        *,
+        runtime: str = "onnxruntime-unoptimized",
+    ) -> list[dict[str, np.ndarray]] | str:
+        """``model`` (one of ours) run on ``sets`` with ``names`` exposed as outputs: per set,
+        name -> array for them and the graph outputs; or the runtime's error."""
+        graph = model.graph
+        values = _by_name(graph)
+        listed = {v.name for v in graph.outputs}
+        saved = list(graph.outputs)
+        graph.outputs.extend(values[n] for n in names if n not in listed and n in values)
+        order = [v.name for v in graph.outputs]
+        path = self.folder / file
+        try:
+            io.save(model, path)
+        finally:
+            graph.outputs[:] = saved
+        given = feeds if feeds is not None else self.feeds
+        done = run_in_child(runtime, path, [given[i] for i in sets], self.folder)
+        if done.error is not None:
+            return done.error
+        return [dict(zip(order, outs, strict=True)) for outs in done.outputs]
+
+
+RANDOM_OPS = frozenset(
+    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
+     "Multinomial", "Dropout"}
+)  # fmt: skip
+"""Ops whose outputs may differ run to run (a Dropout measured here is in inference mode
+unless its training flag is a graph input)."""
+
+
+def _random_values(graph: Graph) -> set[Value]:
+    """The values of ``graph`` a random op (one in a body included) may change run to run."""
+    found: set[Value] = set()
+    for op in graph.topo_order():
+        random = any(
+            inner.op_type in RANDOM_OPS
+            for sub in op.subgraphs()
+            for body in walk_graphs(sub)
+            for inner in body.ops
+        )
+        if op.op_type == "Dropout":
+            flag = op._inputs[2] if len(op._inputs) > 2 else None
+            random = random or (flag is not None and flag.const is None
+                                and graph.producer(flag) is None)  # fmt: skip
+        elif op.op_type in RANDOM_OPS:
+            random = True
+        if random or any(v in found for v in _reads(graph, op)):
+            found.update(v for v in op._outputs if v is not None)
+    return found
+
+
+def _copy(model: Model) -> Model:
+    return io.from_proto(io.to_proto(model))
+
+
+def _by_name(graph: Graph) -> dict[str, Value]:
+    return {v.name: v for v in graph.values() if v._graph is graph}
+
+
+def _key(op: Op) -> str:
+    """What ConvertPrecisionPass's keep_float32 knows an op by: its first output's name."""
+    return next((v.name for v in op._outputs if v is not None), "")
+
+
+def _name(dtype: int) -> str:
+    return {DType.FLOAT: "float32"}.get(DType(dtype), DType(dtype).name.lower())
+
+
+def _num(x: float) -> str:
+    return "inf" if x == math.inf else f"{x:.1e}"
+
+
+def _dtype(value: Value) -> int | None:
+    if isinstance(value.const, Tensor):
+        return value.const.dtype
+    return value.type.dtype if isinstance(value.type, TensorType) else None
+
+
+def _maybe_float(value: Value) -> bool:
+    """float32, or of a type not known (the run tells)."""
+    return value.type is None or _dtype(value) == DType.FLOAT
+
+
+def _largest(array: np.ndarray) -> float:
+    """The largest finite magnitude in ``array`` (0 when there is none)."""
+    finite = np.abs(array[np.isfinite(array)])
+    return float(finite.max()) if finite.size else 0.0
+
+
+def _rounded(array: np.ndarray, target: int) -> np.ndarray:
+    return np.asarray(array).astype(_NUMPY[DType(target)]).astype(np.float32)
+
+
+def _reads(graph: Graph, op: Op) -> list[Value]:
+    """The values ``op`` reads: its inputs and what its bodies capture."""
+    found = [v for v in op._inputs if v is not None]
+    for sub in op.subgraphs():
+        found += sub.captures()
+    return found
+
+
+def _upstream(graph: Graph, values: Iterable[Value]) -> set[Op]:
+    """The ops of ``graph`` that ``values`` depend on."""
+    found: set[Op] = set()
+    stack = list(values)
+    while stack:
+        op = graph.producer(stack.pop())
+        if op is not None and op not in found:
+            found.add(op)
+            stack.extend(_reads(graph, op))
+    return found
+
+
+def _batches(sizes: Mapping[str, int], runs: int, budget: int) -> list[Batch]:
+    """Runs that expose values of ``sizes`` (bytes per input set) on ``runs`` input sets,
+    each returning ``budget`` bytes at most: every set at once when they fit, else groups of
+    sets, else groups of values in order (a value alone larger than the budget: one set)."""
+    chunks: list[tuple[list[str], int]] = []
+    for name, size in sizes.items():
+        if chunks and chunks[-1][1] + size <= budget:
+            chunks[-1] = (chunks[-1][0] + [name], chunks[-1][1] + size)
+        else:
+            chunks.append(([name], size))
+    if not chunks:
+        return [([], range(runs))]
+    found = []
+    for names, size in chunks:
+        step = max(1, budget // max(1, size))
+        found += [(names, range(i, min(i + step, runs))) for i in range(0, runs, step)]
+    return found
+
+
+def _bindings(graph: Graph, feeds: Feeds) -> tuple[dict[str, int], int]:
+    """The input symbols' sizes in the feeds (the largest over the sets), and the size taken
+    for a dim they do not give (the largest input dim)."""
+    bindings: dict[str, int] = {}
+    largest = 1
+    for value in graph.inputs:
+        t = value.type
+        for feed in feeds:
+            array = feed.get(value.name)
+            if array is None:
+                continue
+            largest = max(largest, *np.shape(array), 1)
+            if isinstance(t, TensorType) and t.shape is not None and len(t.shape) == array.ndim:
+                for dim, size in zip(t.shape, array.shape, strict=True):
+                    if isinstance(dim, str):
+                        bindings[dim] = max(bindings.get(dim, 0), size)
+    return bindings, largest
+
+
+def _nbytes(value: Value, bindings: Mapping[str, int], fallback: int) -> int:
+    """Estimated bytes of a float32 value: its shape with the symbols bound, ``fallback`` for
+    a dim the bindings do not give; a value of unknown rank is taken as ``fallback``**2."""
+    t = value.type
+    if not isinstance(t, TensorType) or t.shape is None:
+        return 4 * fallback * fallback
+    dims = [evaluate(d, bindings) if d is not None else None for d in t.shape]
+    return 4 * math.prod(fallback if d is None else max(d, 0) for d in dims)
