@@ -305,13 +305,16 @@ class _Chooser(_Runs):
         return {_key(op): why for op in same if _key(op) in self.converted}
 
     def load_guard(self, keep: dict[str, str]) -> dict[str, str]:
-        """``keep`` with what keeps onnxruntime from crashing as it loads the conversion (its
-        optimizer runs at load: no input needed), for a model random inputs do not run."""
+        """``keep`` with what keeps onnxruntime from failing as it loads the conversion (its
+        optimizer runs at load: no input needed), for a model random inputs do not run: as
+        in a calibration, the ops of the form a message names, else the bisection's."""
         for _ in range(DEFAULT_MAX_ROUNDS):
             conv = self._convert(keep)
             self.converted = _converted(self.base, conv, self.target)
             got = self._run(conv, [], range(0), "load.onnx", [], runtime="onnxruntime")
-            found = self._culprit(got, None) if isinstance(got, str) else {}
+            found = {}
+            if isinstance(got, str):
+                found = self._refused(conv, got) or self._culprit(got, None)
             if not found:
                 break
             keep.update(found)

@@ -16,6 +16,7 @@ from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 
 from onnxforge.api import _mixed_runs
+from onnxforge.api._mixed_ops import _Chooser
 from onnxforge.api._mixed_precision import (
     WEIGHTS_TOLERANCE,
     Calibration,
@@ -26,7 +27,7 @@ from onnxforge.api._mixed_runs import _batches
 from onnxforge.api.compare import HALF_TOLERANCE, range_error
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import from_proto, to_proto
-from onnxforge.ir import Model
+from onnxforge.ir import DType, Model
 from onnxforge.passes import ConvertPrecisionPass
 from onnxforge.shape_infer import infer
 from onnxforge.testing import model_from_text, run_onnxruntime
@@ -450,6 +451,43 @@ g (float[4, 8] x) => (float[4, 8] y) {
     )
     assert found.met
     assert _ort_optimized_error(_half(model, found.keep), FEEDS[0], tmp_path) is None
+
+
+def test_the_load_guard_keeps_the_form_a_load_error_names_without_bisecting(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a calibration, a node onnxruntime names as one it cannot load in float16 is
+    kept with every converted op of its form at once, as the calibration keeps it (the
+    bisection would probe the model op by op)."""
+    model = _model("""
+g (float[4, 8] x) => (float[4, 8] y) {
+  i = Constant <value = int64[1, 8] {0, 1, 2, 3, 0, 1, 2, 3}> ()
+  u = Constant <value = float[1, 8] {1, 2, 3, 4, 5, 6, 7, 8}> ()
+  a = ScatterElements <reduction = "add"> (x, i, u)
+  b = ScatterElements <reduction = "add"> (a, i, u)
+  c = ScatterElements (b, i, u)
+  y = Relu (c)
+}""")
+    for op in model.graph.ops:
+        op.name = f"n_{op._outputs[0].name}"
+    loads: list[str] = []
+
+    def refuse(self: Any, conv: Model, names: Any, sets: Any, file: str, *_: Any, **__: Any):
+        loads.append(file)
+        half = [op.name for op in conv.graph.ops if op.attr("reduction") == "add"
+                and op._outputs[0].name in self.converted]  # fmt: skip
+        if half:
+            return f"NOT_IMPLEMENTED : Could not find an implementation for "\
+                f"ScatterElements(16) node with name '{half[0]}'"  # fmt: skip
+        return []
+
+    monkeypatch.setattr(_mixed_runs._Runs, "_run", refuse)
+    chooser = _Chooser(model, DType.FLOAT16, [{}], tmp_path, tolerance=HALF_TOLERANCE,
+                       keep_io_types=True)  # fmt: skip
+    keep = chooser.load_guard({})
+    assert set(keep) == {"a", "b"}  # c has no reduction: it converts
+    assert all(why.startswith("onnxruntime cannot run it in float16") for why in keep.values())
+    assert loads == ["load.onnx", "load.onnx"]  # refused, then loads: no bisection probe
 
 
 def test_dropout_left_in_training_mode_is_measured_as_inference_computes_it() -> None:
