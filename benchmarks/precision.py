@@ -922,8 +922,8 @@ def run(args: argparse.Namespace) -> None:
             traceback.print_exc()
         with lock:
             finished.append(entry["id"])
-            r = stored["models"].get(entry["id"], {})
-            cells = ", ".join(f"{m} {verdict(r['modes'][m])[0]}" for m in modes
+            r = _on_scale(stored["models"].get(entry["id"], {}))
+            cells = ", ".join(f"{m} {verdict(r['modes'][m], budget(m))[0]}" for m in modes
                               if m in r.get("modes", {}))  # fmt: skip
             prep = r.get("prepare", {})
             print(f"[{len(finished)}/{len(todo)} {time.monotonic() - started:.0f}s] "
