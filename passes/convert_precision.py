@@ -150,7 +150,11 @@ class ConvertPrecisionPass(Pass):
     ``keep_float32``: node names, first output names or op types of ops that stay as they are
     (noted like case 2, with the mapping's value as the reason when it is one). ``choose``
     adds to them from the model about to be converted: the automatic mixed precision
-    (``onnxforge.api.Calibration``), which runs it.
+    (``onnxforge.api.Calibration``), which runs it. ``store_kept_weights`` (or the
+    ``store_kept_weights`` of what ``choose`` returns, when it has one): the weights the ops
+    left in float32 read are then stored in ``dtype`` behind a Cast, as ``weights_only``
+    stores them, so the file halves while those ops compute in float32; but the weights of
+    the ops ``asked`` names (default: ``keep_float32``), which keep the original's.
 
     ``weights_only``: float32 initializers (and Constant values) of at least ``min_elements``
     are stored in ``dtype`` behind one Cast to float32 each: every op still computes in
@@ -173,6 +177,8 @@ class ConvertPrecisionPass(Pass):
         min_elements: int = MIN_WEIGHT_ELEMENTS,
         keep_float32: Collection[str] | Mapping[str, str] = (),
         choose: Callable[[Model], Mapping[str, str]] | None = None,
+        store_kept_weights: bool = False,
+        asked: Mapping[str, str] | None = None,
     ) -> None:
         if dtype not in DTYPES:
             raise PreconditionError(f"dtype {dtype!r}: one of {', '.join(DTYPES)}")
@@ -188,20 +194,28 @@ class ConvertPrecisionPass(Pass):
             else dict.fromkeys(keep_float32, "asked (--keep-float32)")
         )
         self.choose = choose
+        self.store_kept_weights = store_kept_weights
+        self.asked = asked
         self._errors_before = 0
 
     def call(self, model: Model) -> PassResult:
         result = PassResult(model)
         target = DTYPES[self.dtype]
         given = self.keep_float32
+        store = self.store_kept_weights
         if self.choose is not None:  # what the model computes says more stays float32
-            self.keep_float32 = {**self.choose(model), **given}
+            chosen = self.choose(model)
+            store = getattr(chosen, "store_kept_weights", store)
+            self.keep_float32 = {**chosen, **given}
         try:
             if self.weights_only:
-                self._compress_weights(model, target, result)
+                self._compress_weights(model, target, result, self.keep_float32)
             else:
                 self._convert(model, target, result)
                 refresh_captures(model)
+                if store and target in HALVES:  # the float32 ops' weights, stored half
+                    asked = given if self.asked is None else self.asked
+                    self._compress_weights(model, target, result, _asked_weights(model, asked))
         finally:
             self.keep_float32 = given
         result.modified = any(k not in KEPT_NOTES for k in result.stats)
@@ -221,9 +235,11 @@ class ConvertPrecisionPass(Pass):
             )
 
     # -- weights only ------------------------------------------------------------------------
-    def _compress_weights(self, model: Model, target: int, result: PassResult) -> None:
+    def _compress_weights(
+        self, model: Model, target: int, result: PassResult, keep: Mapping[str, str]
+    ) -> None:
         """Store each float32 weight of ``min_elements`` or more in ``target`` behind a Cast
-        to float32 under its name; a weight ``keep_float32`` names stays as it is (noted as
+        to float32 under its name; a weight ``keep`` names stays as it is (noted as
         ``weights_kept_float32`` with the reason)."""
         bodies = {g for f in model.functions for g in walk_graphs(f.graph)}
         for graph, opset in graphs_with_opset(model):
@@ -241,8 +257,8 @@ class ConvertPrecisionPass(Pass):
                 if value in grid:
                     result.note("weights_kept_float32", f"{value.name}: {grid[value]}")
                     continue
-                if value.name in self.keep_float32:
-                    reason = self.keep_float32[value.name]
+                if value.name in keep:
+                    reason = keep[value.name]
                     result.note("weights_kept_float32", f"{value.name}: {reason}")
                     continue
                 problem = _problem(
@@ -255,6 +271,11 @@ class ConvertPrecisionPass(Pass):
                         f"Cast at opset {opset}: {problem}"
                     )
                 array, clamped = convert_array(tensor.numpy(), target)
+                if clamped and not self.weights_only:  # a kept op's weight: kept as it is
+                    top = float(ml_dtypes.finfo(_NUMPY[DType(target)]).max)
+                    why = f"values past {_name(target)}'s {top:g}"
+                    result.note("weights_kept_float32", f"{value.name}: {why}")
+                    continue
                 if clamped:
                     result.note("constants_clamped", f"{value.name}: {clamped} value(s)")
                 half = graph.add_initializer(
@@ -752,6 +773,23 @@ def _shape_only(value: Value) -> bool:
         return False
     uses = graph.uses(value)
     return bool(uses) and all(op.op_type in SHAPE_READERS for op, _ in uses)
+
+
+def _asked_weights(model: Model, asked: Mapping[str, str]) -> dict[str, str]:
+    """The weights an op the caller asked to keep (by node name, first output name or op
+    type) reads -> why they stay float32 with ``store_kept_weights``: asked for, the op's
+    arithmetic stays as the original's, its weights too."""
+    found: dict[str, str] = {}
+    for graph in model.graphs():
+        for op in graph.ops:
+            first = next((v.name for v in op._outputs if v is not None), "")
+            key = next((k for k in (op.name, first, op.op_type) if k and k in asked), None)
+            if key is None:
+                continue
+            for value in op._inputs:
+                if value is not None and _tensor_of(graph, value) is not None:
+                    found.setdefault(value.name, f"read by {key!r}, asked to stay float32")
+    return found
 
 
 QUANTIZE_DEQUANTIZE = frozenset({"QuantizeLinear", "DequantizeLinear"})

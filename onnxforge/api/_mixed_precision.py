@@ -58,6 +58,15 @@ sets are not those the model will see (g2p-id's BERT met 6.7e-3 on the calibrati
 and was 1.8e-2 on --check's five others)."""
 
 
+class Chosen(dict[str, str]):
+    """What a calibration keeps float32 (key -> why), and whether the weights of those ops
+    are stored in the half type (``ConvertPrecisionPass`` reads ``store_kept_weights``)."""
+
+    def __init__(self, keep: Mapping[str, str], *, store_kept_weights: bool = False) -> None:
+        super().__init__(keep)
+        self.store_kept_weights = store_kept_weights
+
+
 def load_calibration(folder: Path) -> list[dict[str, np.ndarray]]:
     """The input sets of a --calibration folder: one .npz file each, an array per graph
     input named as the input, in file-name order."""
@@ -161,7 +170,7 @@ class Calibration:
             max_rounds=self.max_rounds,
         )
 
-    def _judge(self) -> dict[str, str]:
+    def _judge(self) -> Chosen:
         """The keep set, or the error saying what to change when the budget is not met."""
         assert self.result is not None
         over = {n: e for n, e in self.result.errors.items() if not e <= self.budget}
@@ -182,4 +191,4 @@ class Calibration:
                 f"still past the tolerance {self.budget:g} of their range: {worst}; "
                 f"{advice}"
             )
-        return dict(self.result.keep)
+        return Chosen(self.result.keep, store_kept_weights=self.result.store_kept_weights)

@@ -76,12 +76,15 @@ class MixedPrecision:
     (initializer or Constant output) -> why. ``errors``: per graph output, the converted
     model's largest error over the output's range (``range_error``) on the feeds. ``rounds``:
     conversions measured. ``met``: every error is within ``tolerance``.
+    ``store_kept_weights``: the errors were measured with the kept ops' weights stored in the
+    half type (``ConvertPrecisionPass(store_kept_weights=True)``).
     """
 
     keep: dict[str, str]
     errors: dict[str, float]
     rounds: int
     tolerance: float = HALF_TOLERANCE
+    store_kept_weights: bool = False
 
     @property
     def met(self) -> bool:

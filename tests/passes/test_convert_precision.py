@@ -37,7 +37,8 @@ def _convert(
     ir.verify(model)
     proto = to_proto(model)
     onnx.checker.check_model(proto, full_check=True)
-    _assert_clean(proto, weights_only=bool(options.get("weights_only")))
+    stored = options.get("weights_only") or options.get("store_kept_weights")
+    _assert_clean(proto, weights_only=bool(stored))
     return report, proto
 
 
@@ -683,3 +684,24 @@ def test_weights_only_keeps_the_quantization_grid_float32() -> None:
     x = rng.standard_normal((2, 32)).astype(np.float32)
     want, got = run_onnxruntime(original, {"x": x}), run_onnxruntime(proto, {"x": x})
     np.testing.assert_allclose(got[0], want[0], rtol=0, atol=1e-3 * float(np.ptp(want[0])))
+
+
+def test_store_kept_weights_stores_the_float32_ops_weights_but_the_asked_ones() -> None:
+    original = to_proto(model_from_text(MLP, **_mlp_weights()))
+    keep = {"h": "its error grows", "y": "asked (--keep-float32)"}
+    report, proto = _convert(
+        model_from_text(MLP, **_mlp_weights()), "float16", keep_float32=keep,
+        store_kept_weights=True, asked={"y": keep["y"]},
+    )  # fmt: skip
+    assert report.details("convert-precision", "weights_compressed") == ["w1"]
+    assert report.details("convert-precision", "weights_kept_float32") == [
+        "w2: read by 'y', asked to stay float32"
+    ]
+    types = {i.name: i.data_type for i in proto.graph.initializer}
+    assert types["w1_float16"] == TensorProto.FLOAT16 and types["w2"] == TensorProto.FLOAT
+    h = next(n for n in proto.graph.node if n.output[0] == "h")
+    assert _dtype(proto, h.input[0]) == TensorProto.FLOAT  # h computes in float32
+    want, got = run_onnxruntime(original, MLP_FEEDS), run_onnxruntime(proto, MLP_FEEDS)
+    np.testing.assert_allclose(got[0], want[0], rtol=0, atol=HALF_TOLERANCE * np.ptp(want[0]))
+    _, plain = _convert(model_from_text(MLP, **_mlp_weights()), "float16", keep_float32=keep)
+    assert {i.name: i.data_type for i in plain.graph.initializer}["w1"] == TensorProto.FLOAT

@@ -534,3 +534,32 @@ def test_split_runs_run_the_float32_model_once_per_batch_over_every_round(
     first = runs.index("converted.onnx")
     assert runs[:first].count("float32.onnx") > 1  # the range step's, saved
     assert "float32.onnx" not in runs[first:]  # never run again
+
+
+@pytest.mark.parametrize("cancels", [False, True])
+def test_the_kept_ops_weights_are_stored_half_where_the_outputs_allow(cancels: bool) -> None:
+    """a and b pass 65504, so they stay float32; their weights are stored in float16 when
+    the outputs still meet the budget measured so, and stay float32 when b - a cancels
+    what float16 rounds (w2 = w1 + 1e-5 w1)."""
+    rng = np.random.default_rng(8)
+    w1 = np.clip(2e4 * rng.standard_normal((8, 16)), -6e4, 6e4).astype(np.float32)
+    w2 = (w1 * np.float32(1 + 1e-5)).astype(np.float32)
+    last = "d = Sub (b, a)" if cancels else "d = Add (b, a)"
+    model = _model(f"""
+g (float[4, 8] x) => (float[4, 16] d) {{
+  a = MatMul (x, w1)
+  b = MatMul (x, w2)
+  {last}
+}}""", w1=w1, w2=w2)  # fmt: skip
+    found = choose_float32_ops(model, "float16", FEEDS)
+    assert {"a", "b", "d"} <= set(found.keep)
+    assert all("65504" in found.keep[k] for k in ("a", "b"))
+    assert found.met and found.store_kept_weights is not cancels
+    half = from_proto(to_proto(model))
+    done = ConvertPrecisionPass(
+        "float16", keep_float32=found.keep, store_kept_weights=found.store_kept_weights, asked={}
+    )(half)
+    assert sorted(done.details.get("weights_compressed", [])) == ([] if cancels else ["w1", "w2"])
+    got = run_onnxruntime(to_proto(half), FEEDS[0])[0]
+    want = run_onnxruntime(to_proto(model), FEEDS[0])[0]
+    assert range_error(want, got)[1] <= HALF_TOLERANCE / 2
