@@ -427,9 +427,9 @@ g (float[2, 3, 16] x) => (float[3, 2, 10] y) {
     assert _ort_optimized_error(_half(model, found.keep), feeds, tmp_path) is None
 
 
-def test_op_onnxruntime_has_no_float16_kernel_for_is_kept_with_its_like(tmp_path: Any) -> None:
-    """onnxruntime's CPU runs ScatterElements with a reduction in float32 only (caustic-nmr,
-    minimol): the node its error names, and every converted op of the same form, stay."""
+def _scatters() -> Model:
+    """Two ScatterElements with a reduction (no float16 kernel on onnxruntime's CPU) and one
+    without, their nodes named n_<output>."""
     model = _model("""
 g (float[4, 8] x) => (float[4, 8] y) {
   i = Constant <value = int64[1, 8] {0, 1, 2, 3, 0, 1, 2, 3}> ()
@@ -441,6 +441,13 @@ g (float[4, 8] x) => (float[4, 8] y) {
 }""")
     for op in model.graph.ops:
         op.name = f"n_{op._outputs[0].name}"
+    return model
+
+
+def test_op_onnxruntime_has_no_float16_kernel_for_is_kept_with_its_like(tmp_path: Any) -> None:
+    """onnxruntime's CPU runs ScatterElements with a reduction in float32 only (caustic-nmr,
+    minimol): the node its error names, and every converted op of the same form, stay."""
+    model = _scatters()
     error = _ort_optimized_error(_half(model, {}), FEEDS[0], tmp_path)
     if error is None:
         pytest.skip("this onnxruntime runs float16 ScatterElements with a reduction")
@@ -459,17 +466,7 @@ def test_the_load_guard_keeps_the_form_a_load_error_names_without_bisecting(
     """Without a calibration, a node onnxruntime names as one it cannot load in float16 is
     kept with every converted op of its form at once, as the calibration keeps it (the
     bisection would probe the model op by op)."""
-    model = _model("""
-g (float[4, 8] x) => (float[4, 8] y) {
-  i = Constant <value = int64[1, 8] {0, 1, 2, 3, 0, 1, 2, 3}> ()
-  u = Constant <value = float[1, 8] {1, 2, 3, 4, 5, 6, 7, 8}> ()
-  a = ScatterElements <reduction = "add"> (x, i, u)
-  b = ScatterElements <reduction = "add"> (a, i, u)
-  c = ScatterElements (b, i, u)
-  y = Relu (c)
-}""")
-    for op in model.graph.ops:
-        op.name = f"n_{op._outputs[0].name}"
+    model = _scatters()
     loads: list[str] = []
 
     def refuse(self: Any, conv: Model, names: Any, sets: Any, file: str, *_: Any, **__: Any):
