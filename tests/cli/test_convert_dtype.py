@@ -235,6 +235,23 @@ def test_weights_bfloat16_before_opset_13_is_exit_1_naming_the_file_and_weight(
     assert not out.exists()
 
 
+def test_dtype_bfloat16_before_opset_13_keeps_the_kept_ops_weights_as_they_are(
+    tmp_path: Path,
+) -> None:
+    """Conv has no bfloat16 before opset 22, so it stays float32; its weight cannot be stored
+    as bfloat16 either (Cast-9 has no bfloat16): it stays, instead of refusing the model
+    (PP-OCRv3's detector at opset 12)."""
+    text = """<ir_version: 6, opset_import: ["" : 11]>
+    g (float[1,3,8,8] x) => (float[1,4,8,8] y) {
+        c = Conv <pads = [1, 1, 1, 1]> (x, w)
+        y = Relu (c)
+    }"""
+    w = np.random.default_rng(9).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    _calibrated(tmp_path, text, {"w": w}, "--dtype", "bfloat16")
+    types = {i.name: i.data_type for i in onnx.load(tmp_path / "out.onnx").graph.initializer}
+    assert types == {"w": TensorProto.FLOAT}
+
+
 @pytest.mark.parametrize(("args", "budget"), [
     (["--dtype", "float16"], HALF_TOLERANCE),
     (["--weights", "float16"], 1e-3),
