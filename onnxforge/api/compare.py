@@ -307,6 +307,7 @@ def _floor(
     *,
     runtime: str,
     tolerance: float,
+    scales: Mapping[str, float],
 ) -> str | None:
     """Why ``runtime`` cannot judge: it fails on the original, or computes it past
     ``tolerance`` of onnxruntime's outputs; None when it reproduces them."""
@@ -316,7 +317,7 @@ def _floor(
         return "on the original: " + str(exc).split(": ", 1)[-1]
     for w_outs, g_outs in zip(want, got, strict=True):
         for name, w, g in zip(names, w_outs, g_outs, strict=True):
-            relative = range_error(w, g)[1]
+            relative = range_error(w, g, scale=scales.get(name, 0.0))[1]
             if relative > tolerance:
                 return (
                     f"it computes the original's output {name!r} {relative:.3g} of its range "
@@ -352,7 +353,13 @@ def compare_within(
     for judge in judges:
         if tolerance is not None and judge != "onnxruntime":
             floor = _floor(
-                original, feeds, want, output_names, runtime=JUDGES[judge], tolerance=tolerance
+                original,
+                feeds,
+                want,
+                output_names,
+                runtime=JUDGES[judge],
+                tolerance=tolerance,
+                scales=scales or {},
             )
             if floor is not None:
                 found.append(OutputError(judge, "*", problem=floor))
