@@ -248,6 +248,10 @@ class ConvertPrecisionPass(Pass):
             found = [v for v in graph.initializers if v not in graph.inputs]
             found += [o._outputs[0] for o in graph.ops if o.op_type == "Constant"]
             grid = _quantization_parameters(graph)
+            problem = _problem(
+                "Cast", "", opset=opset, attrs=frozenset({"to"}), inputs=(target,),
+                outputs=(DType.FLOAT,),
+            )  # fmt: skip
             for value in found:
                 tensor = _tensor_of(graph, value)
                 if tensor is None or tensor.dtype != DType.FLOAT:
@@ -261,10 +265,6 @@ class ConvertPrecisionPass(Pass):
                     reason = keep[value.name]
                     result.note("weights_kept_float32", f"{value.name}: {reason}")
                     continue
-                problem = _problem(
-                    "Cast", "", opset=opset, attrs=frozenset({"to"}), inputs=(target,),
-                    outputs=(DType.FLOAT,),
-                )  # fmt: skip
                 if problem is not None and not self.weights_only:
                     break  # a kept op's weights: this graph's opset has no such Cast
                 if problem is not None:
@@ -482,11 +482,9 @@ class ConvertPrecisionPass(Pass):
         return plan.inputs[key] == work.orig.get(value) and work.orig.get(value) != work.target
 
     def _keep_reason(self, op: Op, opset: int, work: _Work) -> str | None:
-        if self.keep_float32:
-            first = next((v.name for v in op._outputs if v is not None), "")
-            for key in (op.name, first, op.op_type):
-                if key and key in self.keep_float32:
-                    return self.keep_float32[key]
+        key = _named_by(op, self.keep_float32)
+        if key is not None:
+            return self.keep_float32[key]
         if op.domain not in STANDARD_DOMAINS and op.domain != "ai.onnx.ml":
             return f"no schema in domain {op.domain!r}"
         if since(op, opset) is None and op.domain in STANDARD_DOMAINS:
@@ -777,6 +775,12 @@ def _shape_only(value: Value) -> bool:
     return bool(uses) and all(op.op_type in SHAPE_READERS for op, _ in uses)
 
 
+def _named_by(op: Op, names: Mapping[str, str]) -> str | None:
+    """The key of ``names`` that names ``op``: its node name, first output name or op type."""
+    first = next((v.name for v in op._outputs if v is not None), "")
+    return next((k for k in (op.name, first, op.op_type) if k and k in names), None)
+
+
 def _asked_weights(model: Model, asked: Mapping[str, str]) -> dict[str, str]:
     """The weights an op the caller asked to keep (by node name, first output name or op
     type) reads -> why they stay float32 with ``store_kept_weights``: asked for, the op's
@@ -784,8 +788,7 @@ def _asked_weights(model: Model, asked: Mapping[str, str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for graph in model.graphs():
         for op in graph.ops:
-            first = next((v.name for v in op._outputs if v is not None), "")
-            key = next((k for k in (op.name, first, op.op_type) if k and k in asked), None)
+            key = _named_by(op, asked)
             if key is None:
                 continue
             for value in op._inputs:

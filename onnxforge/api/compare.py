@@ -199,7 +199,7 @@ def output_scales(model: Model) -> dict[str, float]:
             for out in op._outputs:
                 if out is not None:
                     bounds[out.name] = found
-    return {v.name: hi - lo for v in graph.outputs if (b := bounds.get(v.name)) for lo, hi in [b]}
+    return {v.name: b[1] - b[0] for v in graph.outputs if (b := bounds.get(v.name)) is not None}
 
 
 def _bounds(op: Op, bounds: Mapping[str, tuple[float, float]]) -> tuple[float, float] | None:
