@@ -30,7 +30,10 @@ not load or run (most bfloat16 models: its CPU provider has few bfloat16 kernels
 on is run by ``onnx.reference.ReferenceEvaluator`` instead, whose own error on the original
 (first input set) is kept beside it (the judge's floor); both within ``--judge-timeout``. Per
 output: ``compare.range_error`` (the largest absolute difference over the float32 output's
-range), its largest over the sets, and NaN/Inf where the original is finite. Results:
+range), its largest over the sets, and NaN/Inf where the original is finite. A model with
+decisions (a comparison, ArgMax, TopK's picks) runs with the original's picks in place of its
+own and its decided-on values are judged as outputs (``_decided``, ``_pinned``), as --check
+judges it; the flipped picks are recorded. Results:
 ``precision.json`` (resumable: a later run redoes only the model/mode cells it lacks, or all
 with --force) and ``precision.md``.
 """
@@ -164,6 +167,64 @@ def _as_inference(path: Path, copy: Path) -> tuple[Path, dict[str, float], bool]
     return copy, scales, True
 
 
+def _decided(path: Path, sets: list[dict[str, np.ndarray]], scratch: Path) -> dict[str, Any]:
+    """The original's decisions (``onnxforge.api._decisions``: comparisons, ArgMax, TopK's
+    picks), as ``--check`` judges them: ``picks``, per set, what it picked (every conversion
+    is run with them in place of its own); ``judged``, the values they are made on (name ->
+    which decision), ``judged_want`` their values per set, and their ``scales``. Empty
+    without decisions."""
+    from onnxforge import io
+    from onnxforge.api._decisions import find_decisions
+    from onnxforge.api.compare import output_scales
+    from onnxforge.shape_infer import infer
+
+    model = io.load(path)
+    infer(model, verify=False)
+    decisions = find_decisions(model)
+    if not decisions:
+        return {}
+    graph = model.graph
+    listed = {v.name for v in graph.outputs}
+    judged = {n: why for n, why in decisions.judged.items() if n not in listed}
+    values = {v.name: v for v in graph.values() if v._graph is graph}
+    names = [*judged, *decisions.picks]
+    graph.outputs[:] = [values[n] for n in names]
+    io.save(model, scratch)
+    session = wild._session(scratch)
+    runs = [dict(zip(names, session.run(None, f), strict=True)) for f in sets]
+    return {
+        "picks": [{n: r[n] for n in decisions.picks} for r in runs],
+        "judged": judged,
+        "judged_want": [[r[n] for n in judged] for r in runs],
+        "scales": output_scales(model, also=judged),
+    }
+
+
+def _pinned(model: Path, data: Mapping[str, Any], scratch: Path) -> tuple[Path, list, dict]:
+    """``model`` with the original's picks in place of its own (``_decisions.pin``) and the
+    values they are made on exposed after its outputs, then its own picks: the file to run,
+    the judged names it exposes, and pick -> its own pick's name; ``model`` as it is when
+    it makes none of the picks (a tool renamed them)."""
+    from onnxforge import io
+    from onnxforge.api._decisions import pin, pinnable
+
+    if not data.get("picks"):
+        return model, [], {}
+    converted = io.load(model)
+    picks = pinnable(converted, data["picks"][0])
+    if not picks:
+        return model, [], {}
+    own = pin(converted, picks)
+    graph = converted.graph
+    tail = set(own.values())
+    graph.outputs[:] = [v for v in graph.outputs if v.name not in tail]
+    values = {v.name: v for v in graph.values() if v._graph is graph}
+    judged = [n for n in data["judged"] if n in values]
+    graph.outputs.extend(values[n] for n in [*judged, *own.values()])
+    io.save(converted, scratch)
+    return scratch, judged, own
+
+
 def _prepare_child(args: argparse.Namespace) -> None:
     """The model's size and float32 weights; where it holds some, the input sets and the
     original's outputs (``data.pkl``). ``prepare.json`` says which."""
@@ -189,8 +250,10 @@ def _prepare_child(args: argparse.Namespace) -> None:
         info["error"] = found
     else:
         sets, want, bindings = found
+        decided = _decided(run_as, sets, work / "decided.onnx")
+        info["scales"].update(decided.pop("scales", {}))
         with (work / "data.pkl").open("wb") as f:
-            pickle.dump({"feeds": sets, "want": want, "dropout": dropout}, f)
+            pickle.dump({"feeds": sets, "want": want, "dropout": dropout, **decided}, f)
         inputs = [[n, list(a.shape), str(a.dtype)] for n, a in sets[0].items()]
         info.update({"sets": len(sets), "bindings": bindings, "inputs": inputs})
     (work / "prepare.json").write_text(json.dumps(info))
@@ -240,9 +303,10 @@ def _as_declared(proto: Any, feeds: Mapping[str, np.ndarray]) -> dict[str, np.nd
 
 def _reference_run(path: str, feeds: list[dict[str, np.ndarray]]) -> list[list[Any]]:
     import onnx
-    from onnx.reference import ReferenceEvaluator
 
-    evaluator = ReferenceEvaluator(onnx.load(path))
+    from onnxforge._runtime_child import reference_evaluator
+
+    evaluator = reference_evaluator(onnx.load(path))
     return [evaluator.run(None, f) for f in feeds]
 
 
@@ -262,6 +326,8 @@ def _errors(want: list[list[Any]], got: list[list[Any]], names: list[str]) -> li
             if not isinstance(w, np.ndarray) or not isinstance(g, np.ndarray):
                 note = "not a tensor: not compared"
                 continue
+            if g.dtype.name.startswith(("bfloat", "float8")):  # a decided-on value, in half
+                g = g.astype(np.float32)
             if w.dtype.kind not in "biufc" or g.dtype.kind not in "biufc":
                 same = w.shape == g.shape and bool(np.all(w == g))
                 a = r = 0.0 if same else math.inf
@@ -294,8 +360,12 @@ def _errors(want: list[list[Any]], got: list[list[Any]], names: list[str]) -> li
 def _judge_child(args: argparse.Namespace) -> None:
     """Run a converted model on the input sets, on onnxruntime unless ``--reference`` (then,
     or where onnxruntime fails, on onnx's reference evaluator); write its errors against
-    the original's outputs to ``--out``, the stage it is in first (so a crash is placed)."""
+    the original's outputs to ``--out``, the stage it is in first (so a crash is placed).
+    A model with decisions runs with the original's picks in place of its own (``_pinned``);
+    the values they are made on are judged beside the outputs."""
     import onnx
+
+    from onnxforge.api._decisions import flipped
 
     out = Path(args.out)
     record: dict[str, Any] = {}
@@ -314,6 +384,15 @@ def _judge_child(args: argparse.Namespace) -> None:
     record["retyped"] = sorted(
         {n for s in feeds for n in s if s[n].dtype != data["feeds"][0][n].dtype}
     )
+    stage("pin")  # decisions judged as --check judges them: the original's picks in place
+    run, judged, own = _pinned(Path(args.model), data, Path(args.out).with_name("pinned.onnx"))
+    args.model = str(run)
+    if own:
+        feeds = [
+            {**f, **{p: picks[p] for p in own}}
+            for f, picks in zip(feeds, data["picks"], strict=True)
+        ]
+        record["pinned"] = len(own)
     got = None
     if not args.reference:
         stage("onnxruntime load")
@@ -346,10 +425,26 @@ def _judge_child(args: argparse.Namespace) -> None:
         except Exception as exc:  # noqa: BLE001
             record["floor_error"] = f"reference evaluator: {wild._first_line(exc)}"
     if got is not None:
-        if any(len(g) != len(data["want"][0]) for g in got):
+        if any(len(g) != len(data["want"][0]) + len(judged) + len(own) for g in got):
             record["judge_error"] = f"{len(got[0])} outputs, the original has {len(names)}"
         else:
-            record["outputs"] = _errors(data["want"], got, names)
+            at = [list(data["judged"]).index(n) for n in judged]
+            want = data["want"]
+            if judged:
+                pairs = zip(data["want"], data["judged_want"], strict=True)
+                want = [[*w, *(j[i] for i in at)] for w, j in pairs]
+            mine = len(names) + len(judged)
+            record["outputs"] = _errors(want, [g[:mine] for g in got], [*names, *judged])
+            for entry in record["outputs"][len(names) :]:
+                entry["read_by"] = data["judged"][entry["name"]]
+            flips = {}
+            for g, picks in zip(got, data["picks"] if own else got, strict=True):
+                for pick, mine_pick in zip(own, g[mine:], strict=True):
+                    n, total = flipped(picks[pick], mine_pick)
+                    before = flips.get(pick, [0, 0])
+                    flips[pick] = [before[0] + n, before[1] + total]
+            if flips:
+                record["flipped"] = flips
     stage("done")
 
 
@@ -562,9 +657,10 @@ def passes(record: Mapping[str, Any] | None) -> bool:
     return in_ort(record) and verdict(record)[0] == "ok"
 
 
-def _brief(record: Mapping[str, Any] | None) -> str:
-    """A cell's status, ``*`` where onnxruntime does not run it, and its largest error."""
-    status, _ = verdict(record)
+def _brief(record: Mapping[str, Any] | None, mode: str) -> str:
+    """A cell's status by its mode's budget, ``*`` where onnxruntime does not run it, and its
+    largest error."""
+    status, _ = verdict(record, budget(mode))
     if not record or not record.get("written"):
         return status
     return f"{status}{'' if in_ort(record) else '*'} {_g(worst(record)[0])}"
@@ -699,7 +795,11 @@ def write_report(stored: Mapping[str, Any], out: Path) -> None:
         "input sets (the wild data file's feeds); the original runs on onnxruntime with "
         "optimizations off, each conversion on onnxruntime with its defaults (one thread), "
         "or, where onnxruntime does not load or run it, on `onnx.reference.ReferenceEvaluator` "
-        "(its own error on the original, the *floor*, is given with its failures). Budget: "
+        "(its own error on the original, the *floor*, is given with its failures). A model "
+        "with decisions (`onnxforge.api._decisions`: comparisons, ArgMax, TopK's picks, a Cast "
+        "to an integer) runs with the original's picks in place of its own, and the values "
+        "they are made on are judged beside the outputs, as `--check` judges them; the picks "
+        "a conversion made otherwise (near ties) are counted, not judged. Budget: "
         f"{TOLERANCE:g} (`HALF_TOLERANCE`; occ, occ-amp and onnxslim too), "
         f"{BFLOAT16_TOLERANCE:g} for bfloat16 (`BFLOAT16_TOLERANCE`), {WEIGHTS_TOLERANCE:g} for "
         "`weights`; the verdicts use each mode's. Sizes: the files written (external data "
@@ -810,7 +910,9 @@ def write_report(stored: Mapping[str, Any], out: Path) -> None:
             elif status not in ("ok", "-"):
                 parts.append(f"{status}: {downstream._cell(detail, 300)}")
             if parts:
-                others = ", ".join(f"{m} {_brief(c)}" for m, c in r["modes"].items() if m != mode)
+                others = ", ".join(
+                    f"{m} {_brief(c, m)}" for m, c in r["modes"].items() if m != mode
+                )
                 found.append(f"- `{k}`: " + "; ".join(parts) + f" [{others}]")
         lines += [f"### {mode}: {len(found)}", "", *(found or ["- none"]), ""]
     lines += [f"### Not judged: onnxruntime does not run the output, and the reference evaluator "
@@ -854,7 +956,7 @@ def write_report(stored: Mapping[str, Any], out: Path) -> None:
         for mode in modes:
             rec = r.get("modes", {}).get(mode)
             size = f" {rec['size_ratio']:.2f}x" if rec and rec.get("written") else ""
-            cells.append(_brief(rec) + size)
+            cells.append(_brief(rec, mode) + size)
         p = r["prepare"]
         lines.append(f"| `{downstream._cell(k, 90)}` | {p['bytes'] / 1e6:.1f} "
                      f"| {p['weights_share']:.0%} | " + " | ".join(cells) + " |")  # fmt: skip

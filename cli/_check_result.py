@@ -149,9 +149,17 @@ def _measure(
                 problems.append(f"onnxruntime cannot run the result: {e.problem}")
             elif e.problem is not None:  # onnxruntime's CPU lacks most bfloat16 kernels
                 note(f"{name}: --check: {e.judge} cannot run the result: {e.problem}")
+            elif e.flipped is not None:
+                if e.flipped[0]:
+                    note(
+                        f"{name}: --check: {e.judge}: {e.flipped[0]} of {e.flipped[1]} picks "
+                        f"{e.output!r} differ from the original's, near ties of values "
+                        "within the budget; the outputs were compared with the original's picks"
+                    )
             elif e.relative > tolerance:
+                what = f"value {e.output!r} ({e.read_by})" if e.read_by else f"output {e.output!r}"
                 problems.append(
-                    f"output {e.output!r} ({e.judge}): largest difference {e.largest:.3g}, "
+                    f"{what} ({e.judge}): largest difference {e.largest:.3g}, "
                     f"{e.relative:.3g} of its range, past --tolerance {tolerance:g}"
                 )
         if all(e.problem is not None for e in measured):

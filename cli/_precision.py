@@ -124,5 +124,7 @@ def calibration_json(calibration: Calibration | None, name: str) -> dict[str, An
         "aim": found.tolerance,
         "weights_only": calibration.weights_only,
         "errors": found.errors,
+        "decided_on": found.judged,
+        "picks_flipped": {name: list(n) for name, n in found.flipped.items() if n[0]},
         "kept_float32": found.keep,
     }

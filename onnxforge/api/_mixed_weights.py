@@ -84,8 +84,9 @@ def choose_float32_weights(
        (found backwards from the output, op by op, from how much of the error each op's
        inputs brought it passes on). The weights moving the failing outputs most per byte
        are kept until the others' shares (adding in quadrature, scaled to the measured
-       error) fit in ``AIM`` of the tolerance (then those the last, larger ones made moot
-       are dropped), and it compresses again; ``max_rounds`` compressions at most. An
+       error) fit in ``AIM`` of the tolerance, halved for each round that measured no less
+       than an earlier one (then those the last, larger ones made moot are dropped), and it
+       compresses again; ``max_rounds`` compressions at most. An
        output that turns NaN or infinite keeps the weights read where it first does.
        The result says what the last compression measured (``MixedPrecision.met``). An
        output that moves by jumps (an ArgMax index, a TopK or NMS pick, a near-constant
@@ -119,6 +120,8 @@ class _WeightChooser(_Runs):
                 if tensor is not None and tensor.dtype == DType.FLOAT and out is not None:
                     self.weights[out.name] = tensor
         self.compressed: set[str] = set()  # by the last compression
+        self.least = math.inf  # the smallest largest output error measured so far
+        self.stalls = 0  # rounds that measured no less: each halves the aim
         self.kept: dict[str, str] = {}  # by it
         self.flow = _Flow(set(), {}, {})  # of the last compression measured
 
@@ -271,7 +274,11 @@ class _WeightChooser(_Runs):
         if not scale:
             return {}
         left = {o: measured.outputs[o] ** 2 for o in scale}
-        goal = (AIM * self.tolerance) ** 2
+        worst = max(measured.outputs.values())
+        if worst >= self.least:  # the estimate was too kind: aim lower
+            self.stalls += 1
+        self.least = min(self.least, worst)
+        goal = (AIM * self.tolerance / 2**self.stalls) ** 2
 
         def score(weight: str) -> float:
             shares = moved[weight]

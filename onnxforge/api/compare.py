@@ -22,7 +22,7 @@ import importlib.util
 import logging
 import math
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -184,22 +184,25 @@ _SUBSET = frozenset(
 """Ops whose outputs' values are some of their first input's (a bound passes through)."""
 
 
-def output_scales(model: Model) -> dict[str, float]:
-    """Each main-graph output the op making it bounds: name -> the width of those bounds
-    (a Sigmoid's or Softmax's 1, a Tanh's 2, a Clip's max - min), looked for through ops that
-    only move or pick values (Reshape, Transpose, Slice, Concat of bounded values, ...). A
-    text detector's probability map is about 1e-7 everywhere on a random image: over that
-    range, float16's rounding of 1e-7 is the whole range, while on the probability's own
-    scale it is 1e-7 (range_error's ``scale``)."""
+def output_scales(model: Model, also: Iterable[str] = ()) -> dict[str, float]:
+    """Each main-graph output (and value named in ``also``) the op making it bounds: name ->
+    the width of those bounds (a Sigmoid's or Softmax's 1, a Tanh's 2, a Clip's max - min),
+    looked for through ops that only move or pick values (Reshape, Transpose, Slice, Concat
+    of bounded values, ...). A text detector's probability map is about 1e-7 everywhere on
+    a random image: over that range, float16's rounding of 1e-7 is the whole range, while on
+    the probability's own scale it is 1e-7 (range_error's ``scale``)."""
     graph = model.graph
     bounds: dict[str, tuple[float, float]] = {}
+    parts: dict[str, _Parts] = {}
     for op in graph.topo_order():
         found = _bounds(op, bounds)
         if found is not None:
             for out in op._outputs:
                 if out is not None:
                     bounds[out.name] = found
-    return {v.name: b[1] - b[0] for v in graph.outputs if (b := bounds.get(v.name)) is not None}
+        bounds.update(_part_bounds(op, bounds, parts))
+    names = [v.name for v in graph.outputs] + list(also)
+    return {n: b[1] - b[0] for n in names if (b := bounds.get(n)) is not None}
 
 
 def _bounds(op: Op, bounds: Mapping[str, tuple[float, float]]) -> tuple[float, float] | None:
@@ -227,6 +230,64 @@ def _bounds(op: Op, bounds: Mapping[str, tuple[float, float]]) -> tuple[float, f
         if low is not None and high is not None and high >= low:
             return float(low), float(high)
     return None
+
+
+_Bound = tuple[float, float]
+_Parts = tuple[int, int, list[tuple[int, _Bound | None]]]
+"""A Concat's output as its parts along its axis: (axis, rank, [(size, the part's bounds)])."""
+
+
+def _part_bounds(
+    op: Op, bounds: Mapping[str, tuple[float, float]], parts: dict[str, _Parts]
+) -> dict[str, tuple[float, float]]:
+    """The bounds of the outputs of a Split that cuts bounded parts from a Concat of bounded
+    and unbounded ones (a YOLO head's boxes and Sigmoid scores, through a Transpose), by the
+    parts' static sizes; records a Concat's parts in ``parts``, and follows them."""
+    from onnxforge.passes._rewrite import constant
+
+    reads = [v for v in op._inputs if v is not None]
+    outs = [v for v in op._outputs if v is not None]
+    if op.domain not in ("", "ai.onnx") or not reads or not outs:
+        return {}
+    if op.op_type == "Concat":
+        shapes = [v.type.shape if isinstance(v.type, TensorType) else None for v in reads]
+        rank = len(shapes[0]) if shapes[0] is not None else 0
+        axis = op.attr("axis", 0) % rank if rank else 0
+        sizes = [s[axis] if s is not None and len(s) == rank else None for s in shapes]
+        known = [n for n in sizes if isinstance(n, int)]
+        if rank and len(known) == len(sizes):
+            pieces = [(n, bounds.get(v.name)) for n, v in zip(known, reads, strict=True)]
+            parts[outs[0].name] = (axis, rank, pieces)
+        return {}
+    given = parts.get(reads[0].name)
+    if given is None:
+        return {}
+    axis, rank, pieces = given
+    if op.op_type == "Identity":
+        parts[outs[0].name] = given
+    elif op.op_type == "Transpose":
+        perm = op.attr("perm") or list(range(rank))[::-1]
+        parts[outs[0].name] = (list(perm).index(axis), rank, pieces)
+    if op.op_type != "Split" or op.attr("axis", 0) % rank != axis:
+        return {}
+    split = constant(op._inputs[1]) if len(op._inputs) > 1 else None
+    sizes = [int(n) for n in split.reshape(-1)] if split is not None else op.attr("split")
+    if not sizes or len(sizes) != len(op._outputs):
+        return {}
+    found: dict[str, tuple[float, float]] = {}
+    start = 0
+    for out, size in zip(op._outputs, sizes, strict=True):
+        end, at = start + int(size), 0
+        covered: list[_Bound | None] = []
+        for n, bound in pieces:
+            if at < end and at + n > start:
+                covered.append(bound)
+            at += n
+        bounded = [b for b in covered if b is not None]
+        if out is not None and covered and len(bounded) == len(covered):
+            found[out.name] = (min(b[0] for b in bounded), max(b[1] for b in bounded))
+        start = end
+    return found
 
 
 _CHUNK = 1 << 18
@@ -281,11 +342,20 @@ class OutputError:
     largest: float = 0.0
     relative: float = 0.0
     problem: str | None = None
+    read_by: str = ""
+    """Set for a value a decision is made on (not an output): which decision."""
+    flipped: tuple[int, int] | None = None
+    """Set for a decision's picks (``output`` names them): how many of how many the judge
+    made otherwise than the original (each a near tie: what they are made on is judged)."""
 
     def to_json(self) -> dict[str, object]:
         found: dict[str, object] = {"judge": self.judge, "output": self.output}
         if self.problem is not None:
             return {**found, "problem": self.problem}
+        if self.flipped is not None:
+            return {**found, "picks_flipped": list(self.flipped)}
+        if self.read_by:
+            found["read_by"] = self.read_by
         return {**found, "max_abs": self.largest, "max_relative_to_range": self.relative}
 
 
@@ -344,45 +414,156 @@ def compare_within(
     the conversion made); a judge that cannot load or run
     the result gives one OutputError with its ``problem`` instead. ``input_dtypes``: the
     result's input types where they differ from the original's (--no-keep-io-types);
-    ``scales``: the original's ``output_scales``."""
-    want = _run(original, feeds)
+    ``scales``: the original's ``output_scales``.
+
+    A model with decisions (``_decisions``: a comparison, an ArgMax, TopK's picks) is
+    compared with the original's picks put in the result, and the values they are made on
+    are compared as outputs are (OutputError ``read_by``); each judge says how many picks
+    it made otherwise (OutputError ``flipped``)."""
     given = [
         {k: v.astype((input_dtypes or {}).get(k, v.dtype)) for k, v in s.items()} for s in feeds
     ]
-    found: list[OutputError] = []
-    for judge in judges:
-        if tolerance is not None and judge != "onnxruntime":
-            floor = _floor(
-                original,
-                feeds,
-                want,
-                output_names,
-                runtime=JUDGES[judge],
-                tolerance=tolerance,
-                scales=scales or {},
-            )
-            if floor is not None:
-                found.append(OutputError(judge, "*", problem=floor))
-                continue
-        try:
-            got = _run(result, given, JUDGES[judge])
-        except OnnxForgeError as exc:
-            found.append(OutputError(judge, "*", problem=str(exc).split(": ", 1)[-1]))
-            continue
-        same = want
-        if judge == "onnxruntime":
+    with tempfile.TemporaryDirectory(prefix="onnxforge-compare-") as folder:
+        judged = _Judged.of(original, result, feeds, output_names, Path(folder))
+        want = _run(judged.original, feeds)
+        picks = [{p: w[i] for p, i in judged.picks.items()} for w in want]
+        found: list[OutputError] = []
+        all_scales = {**(scales or {}), **judged.scales}
+        for judge in judges:
+            if tolerance is not None and judge != "onnxruntime":
+                floor = _floor(
+                    original,
+                    feeds,
+                    [w[: len(output_names)] for w in want],
+                    output_names,
+                    runtime=JUDGES[judge],
+                    tolerance=tolerance,
+                    scales=scales or {},
+                )
+                if floor is not None:
+                    found.append(OutputError(judge, "*", problem=floor))
+                    continue
             try:
-                same = _run(original, feeds, JUDGES[judge])
-            except OnnxForgeError:  # its optimizer fails on the original: as it was
-                logger.info("onnxruntime's optimizer fails on the original; compared unoptimized")
+                got = _run(judged.result, judged.fed(given, picks), JUDGES[judge])
+            except OnnxForgeError as exc:
+                found.append(OutputError(judge, "*", problem=str(exc).split(": ", 1)[-1]))
+                continue
+            same = [w[: len(judged.names)] for w in want]
+            if judge == "onnxruntime":
+                try:
+                    same = _run(judged.pinned, judged.fed(feeds, picks), JUDGES[judge])
+                except OnnxForgeError:  # its optimizer fails on the original: as it was
+                    logger.info(
+                        "onnxruntime's optimizer fails on the original; compared unoptimized"
+                    )
+            found += judged.errors(judge, same, got, picks, all_scales)
+    return found
+
+
+def _expose(model: Model, names: Sequence[str]) -> None:
+    """Add the main-graph values ``names`` to ``model``'s outputs, in order."""
+    graph = model.graph
+    by_name = {v.name: v for v in graph.values() if v._graph is graph}
+    listed = {v.name for v in graph.outputs}
+    graph.outputs.extend(by_name[n] for n in names if n not in listed and n in by_name)
+
+
+@dataclass
+class _Judged:
+    """The files compare_within runs: ``original`` with its picks and the values they are
+    made on exposed after its outputs; ``pinned``, the original, and ``result``, the
+    converted model, each with the original's picks in place (fed) and the same values
+    exposed, the result's own picks after them. Without decisions: the files as given."""
+
+    original: Path
+    pinned: Path
+    result: Path
+    names: list[str]  # the outputs, then the values picks are made on
+    picks: dict[str, int]  # pick -> where ``original`` gives it
+    read_by: dict[str, str]
+    own: dict[str, str]  # pick -> the result's own
+    scales: dict[str, float]
+
+    @classmethod
+    def of(
+        cls,
+        original: Path,
+        result: Path,
+        feeds: Sequence[Mapping[str, np.ndarray]],
+        output_names: Sequence[str],
+        folder: Path,
+    ) -> _Judged:
+        from onnxforge import io
+        from onnxforge.api._decisions import find_decisions, pin, pinnable
+        from onnxforge.shape_infer import infer
+
+        plain = cls(original, original, result, list(output_names), {}, {}, {}, {})
+        if not feeds:
+            return plain
+        model = io.load(original)
+        infer(model, verify=False)
+        decisions = find_decisions(model)
+        converted = io.load(result)
+        picks = pinnable(converted, decisions.picks)
+        values = {v.name for v in converted.graph.values() if v._graph is converted.graph}
+        read_by = {n: why for n, why in decisions.judged.items()
+                   if n in values and n not in output_names}  # fmt: skip
+        if not picks:
+            return plain
+        pinned = io.load(original)
+        mine, own = pin(pinned, picks), pin(converted, picks)
+        for m, ends in ((pinned, mine), (converted, own)):  # the own picks last
+            tail = {ends[p] for p in picks}
+            m.graph.outputs[:] = [v for v in m.graph.outputs if v.name not in tail]
+            _expose(m, [*read_by, *(ends[p] for p in picks)])
+        _expose(model, [*read_by, *picks])
+        order = [v.name for v in model.graph.outputs]
+        files = [folder / f"{n}.onnx" for n in ("original", "pinned", "result")]
+        for m, path in zip((model, pinned, converted), files, strict=True):
+            io.save(m, path)
+        at = {p: order.index(p) for p in picks}
+        scales = output_scales(model, also=read_by)
+        original_file, pinned_file, result_file = files
+        names = [*output_names, *read_by]
+        return cls(original_file, pinned_file, result_file, names, at, read_by, own, scales)
+
+    def fed(
+        self, feeds: Sequence[Mapping[str, np.ndarray]], picks: Sequence[Mapping[str, np.ndarray]]
+    ) -> list[dict[str, np.ndarray]]:
+        if not self.picks:
+            return [dict(f) for f in feeds]
+        return [{**f, **p} for f, p in zip(feeds, picks, strict=True)]
+
+    def errors(
+        self,
+        judge: str,
+        same: list[list[np.ndarray]],
+        got: list[list[np.ndarray]],
+        picks: Sequence[Mapping[str, np.ndarray]],
+        scales: Mapping[str, float],
+    ) -> list[OutputError]:
+        """Each output's and decided value's largest error over the sets, then each
+        decision's picks the judge made otherwise."""
+        from onnxforge.api._decisions import flipped
+
         worst: dict[str, tuple[float, float]] = {}
-        for w_outs, g_outs in zip(same, got, strict=True):
-            for name, w, g in zip(output_names, w_outs, g_outs, strict=True):
-                largest, relative = range_error(w, g, scale=(scales or {}).get(name, 0.0))
+        flips: dict[str, tuple[int, int]] = {}
+        for w_outs, g_outs, p in zip(same, got, picks, strict=True):
+            for name, w, g in zip(self.names, w_outs, g_outs, strict=False):
+                largest, relative = range_error(w, g, scale=scales.get(name, 0.0))
                 before = worst.get(name, (0.0, 0.0))
                 worst[name] = (max(before[0], largest), max(before[1], relative))
-        found += [OutputError(judge, n, *worst[n]) for n in output_names if n in worst]
-    return found
+            own = g_outs[len(self.names) :]
+            for pick, mine in zip(self.own, own, strict=False):
+                n, total = flipped(p[pick], mine)
+                before = flips.get(pick, (0, 0))
+                flips[pick] = (before[0] + n, before[1] + total)
+        found = [
+            OutputError(judge, n, *worst[n], read_by=self.read_by.get(n, ""))
+            for n in self.names
+            if n in worst
+        ]
+        return found + [OutputError(judge, p, flipped=f) for p, f in flips.items()]
 
 
 def compare_on_onnxruntime(

@@ -687,3 +687,48 @@ def test_bfloat16s_default_budget_is_eight_times_float16s(tmp_path: Path) -> Non
     assert HALF_TOLERANCE < found[False]["errors"]["y"] <= 4e-2  # past float16's, within half
     assert {"s", "y"} <= set(found[True]["kept_float32"])
     assert found[True]["errors"]["y"] <= HALF_TOLERANCE / 2
+
+
+NEAR_TIE = """<ir_version: 10, opset_import: ["" : 18]>
+g (float[64, 8] x) => (int64[64] i, float[64, 4] s) {
+    m = MatMul (x, w)
+    s = Add (m, b)
+    i = ArgMax <axis = 1, keepdims = 0> (s)
+}"""
+
+
+def test_check_counts_near_ties_flipped_and_compares_the_rest_with_the_originals_picks(
+    tmp_path: Path,
+) -> None:
+    """Columns 0 and 1 of ``w`` differ by 1e-4, below float16's rounding: the stored weights
+    flip the ArgMax of some rows. The logits it picks from stay within the budget; the ids are
+    compared with the original's picks in place and the flips are a note, not a failure."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((8, 4)).astype(np.float32)
+    w[:, 1] = w[:, 0] + 1e-4 * rng.standard_normal(8).astype(np.float32)
+    proto = parser.parse_model(NEAR_TIE)
+    proto.graph.initializer.extend([
+        numpy_helper.from_array(w, "w"),
+        numpy_helper.from_array(np.array([0, 0, -100, -100], np.float32), "b"),
+    ])  # fmt: skip
+    path, out = tmp_path / "tie.onnx", tmp_path / "out.onnx"
+    onnx.save(proto, path)
+    result = runner.invoke(
+        app,
+        ["convert", str(path), "--weights", "float16", "--calibrate", "0", "--check", "3",
+         "-o", str(out), "--json", "-"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    errors = {(e["judge"], e["output"]): e for e in report["check"] if "picks_flipped" not in e}
+    flips = {e["judge"]: e["picks_flipped"] for e in report["check"] if "picks_flipped" in e}
+    for judge in ("onnxruntime", "reference"):
+        assert errors[judge, "i"]["max_relative_to_range"] == 0.0
+        assert 0 < errors[judge, "s"]["max_relative_to_range"] <= 1e-3
+        n, total = flips[judge]
+        assert total == 3 * 64 and 0 < n < total
+    assert "picks 'i' differ from the original's" in " ".join(result.stderr.split())
+    # Unpinned, the ids differ: the comparison without the original's picks would fail.
+    x = rng.standard_normal((64, 8)).astype(np.float32)
+    mine, want = run_onnxruntime(str(out), {"x": x})[0], run_onnxruntime(str(path), {"x": x})[0]
+    assert np.count_nonzero(mine != want) > 0

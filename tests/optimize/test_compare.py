@@ -177,3 +177,26 @@ def test_a_bounded_outputs_error_is_over_its_scale_where_that_is_wider() -> None
     assert range_error(wide, wide + 0.06, scale=1.0)[1] == pytest.approx(0.01)
     assert range_error(wide.astype(np.float32), wide.astype(np.float32) + np.float32(0.06),
                        scale=1.0)[1] == pytest.approx(0.01, rel=1e-5)  # fmt: skip
+
+
+def test_a_split_of_boxes_and_sigmoid_scores_bounds_the_scores_part() -> None:
+    """A YOLO head concatenates its boxes (unbounded) and Sigmoid scores, transposes and
+    splits them again: the scores part is bounded by the Sigmoid, the boxes part is not."""
+    from onnxforge.api.compare import output_scales
+    from onnxforge.shape_infer import infer
+
+    model = model_from_text(
+        HEADER
+        + """
+        g (float[1, 4, 50] boxes, float[1, 3, 50] logits) => (float[1, 50, 4] b,
+                                                              float[1, 50, 3] scores) {
+            s = Sigmoid(logits)
+            both = Concat<axis = 1>(boxes, s)
+            t = Transpose<perm = [0, 2, 1]>(both)
+            sizes = Constant<value = int64[2] {4, 3}>()
+            b, scores = Split<axis = -1>(t, sizes)
+        }"""
+    )
+    infer(model, verify=False)
+    assert output_scales(model) == {"scores": 1.0}
+    assert output_scales(model, also=["s", "t"]) == {"scores": 1.0, "s": 1.0}

@@ -286,7 +286,10 @@ def test_weight_whose_rounding_a_cancellation_lays_bare_is_kept() -> None:
     assert found.errors == {"d": 0.0} and found.rounds == 2
 
 
-def test_index_output_whose_near_tie_flips_keeps_the_weight_behind_it() -> None:
+def test_index_output_whose_near_tie_flips_is_judged_on_the_values_it_picks_from() -> None:
+    """Rounding moves the logits far within the budget, and still flips the ArgMax of rows
+    whose two best differ by less than the rounding: the picks are the original's (pinned)
+    and the logits are what is held to the budget, so nothing is kept for a near tie."""
     w = RNG.standard_normal((8, 4)).astype(np.float32)
     w[:, 1] = w[:, 0] + 1e-4 * RNG.standard_normal(8).astype(np.float32)  # below float16's
     model = _model(
@@ -299,11 +302,35 @@ g (float[16, 8] x) => (int64[16] i) {
         w=w,
         b=np.array([0, 0, -100, -100], np.float32),  # 4 values: not compressed
     )
-    flipped = _weights_error(model, {})  # the share of rows whose pick flips (0 <-> 1)
-    assert WEIGHTS_TOLERANCE < flipped < 1.0
+    moved = _weights_error(model, {})  # unpinned: the share of rows whose pick flips
+    assert WEIGHTS_TOLERANCE < moved < 1.0
     found = choose_float32_weights(model, "float16", WEIGHT_FEEDS)
-    assert list(found.keep) == ["w"]
-    assert found.errors == {"i": 0.0}
+    assert found.keep == {} and found.met
+    assert found.errors["i"] == 0.0 and 0 < found.errors["s"] <= WEIGHTS_TOLERANCE
+    assert found.judged == {"s": "read by ArgMax (unnamed)"}
+    n, total = found.flipped["i"]
+    assert total == 16 * len(WEIGHT_FEEDS) and round(moved * total) == n > 0
+
+
+def test_values_a_decision_reads_past_the_budget_keep_what_moves_them() -> None:
+    """A cancellation before a comparison: the compared values leave the budget, which the
+    pinned picks do not hide; the weight behind them is kept."""
+    k = (1000 + 0.01 * RNG.standard_normal((8, 4))).astype(np.float32)
+    model = _model(
+        """
+g (float[16, 8] x) => (bool[16, 4] hit) {
+  a = MatMul (x, k)
+  b = MatMul (x, k1)
+  d = Sub (a, b)
+  zero = Constant <value = float {0.0}> ()
+  hit = Greater (d, zero)
+}""",
+        k=k,
+        k1=np.full((8, 4), 1000, np.float32),
+    )
+    found = choose_float32_weights(model, "float16", WEIGHT_FEEDS)
+    assert found.judged == {"d": "read by Greater (unnamed)"}
+    assert "k" in found.keep and found.met
 
 
 def test_model_whose_compressed_weights_meet_the_budget_keeps_nothing() -> None:
@@ -560,3 +587,61 @@ g (float[4, 8] x) => (float[4, 16] d) {{
     got = run_onnxruntime(to_proto(half), FEEDS[0])[0]
     want = run_onnxruntime(to_proto(model), FEEDS[0])[0]
     assert range_error(want, got)[1] <= HALF_TOLERANCE / 2
+
+
+def test_when_no_round_meets_the_budget_the_round_that_measured_least_stands(
+    tmp_path: Any,
+) -> None:
+    """Keeping more can undo errors that cancelled (caustic's weights: 6.9e-4 at round 3,
+    1.08e-3 at round 8): the result is the round that measured least, with what it kept."""
+    measured = iter([4e-3, 2e-3, 3e-3])
+
+    class Scripted(_mixed_runs._Runs):
+        tolerance = 1e-3
+
+        def _convert(self, keep: Mapping[str, str]) -> Model:
+            return self.base
+
+        def _measure_round(self, conv: Model) -> _mixed_runs._Measured:
+            return _mixed_runs._Measured(outputs={"y": next(measured)})
+
+        def _pick(self, measured: Any, keep: Mapping[str, str], failing: Any) -> dict[str, str]:
+            return {f"op{len(keep)}": "scripted"}
+
+    runs = Scripted(_model(SQUARES), FEEDS, tmp_path)
+    keep: dict[str, str] = {}
+    found = runs._rounds(keep, runs.base, max_rounds=3)
+    assert found.keep == keep == {"op0": "scripted"}
+    assert found.errors == {"y": 2e-3} and found.rounds == 3 and not found.met
+
+
+def test_a_weights_round_that_measures_no_less_halves_the_aim_of_the_next(
+    tmp_path: Any,
+) -> None:
+    """The weight chooser's estimates were too kind when a round measures no less than an
+    earlier one: the next aims at half, and keeps more (PP-OCRv6's tiny detector went from
+    4.8e-3 to 1.4e-3 in 8 rounds at a constant aim, and not below)."""
+    from onnxforge.api._mixed_weights import AIM, _WeightChooser
+
+    rng = np.random.default_rng(5)
+    big = (1000 + rng.standard_normal((8, 8))).astype(np.float32)  # rounds by up to 0.25
+    small = rng.standard_normal((8, 8)).astype(np.float32)  # by up to 2.4e-4
+    model = _model(
+        """
+g (float[16, 8] x) => (float[16, 8] y) {
+  a = MatMul (x, big)
+  b = MatMul (x, small)
+  y = Add (a, b)
+}""",
+        big=big,
+        small=small,
+    )
+    chooser = _WeightChooser(model, DType.FLOAT16, WEIGHT_FEEDS, tmp_path, tolerance=1.0)
+    chooser._run_float32(chooser.base)
+    alone = chooser._measure_round(chooser._convert({"big": "asked"})).outputs["y"]
+    measured = chooser._measure_round(chooser._convert({}))
+    chooser.tolerance = alone / (AIM * 0.75)  # the small weight's rounding fits, not in half
+    first = chooser._pick(measured, {}, ["y"])
+    again = chooser._pick(measured, {}, ["y"])
+    assert chooser.stalls == 1
+    assert set(first) < set(again) == {"big", "small"}
