@@ -16,11 +16,13 @@ from __future__ import annotations
 
 __all__ = ["Decisions", "find_decisions", "flipped", "pin", "pinnable"]
 
+import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from onnxforge.errors import OnnxForgeError
 from onnxforge.ir import DType, Graph, Model, Op, Tensor, TensorType, Value
 
 _FLOATS = frozenset({DType.FLOAT, DType.FLOAT16, DType.BFLOAT16, DType.DOUBLE})
@@ -89,8 +91,9 @@ def find_decisions(model: Model) -> Decisions:
             continue
         found.picks[out.name] = op.describe()
         reads = op._inputs[:2] if op.op_type == "NonMaxSuppression" else op._inputs
-        for value in reads:
-            if _data(value) and _float(value):
+        inputs = set(model.graph.inputs)
+        for value in reads:  # a graph input is given, not computed: nothing to judge
+            if _data(value) and _float(value) and value not in inputs:
                 assert value is not None
                 found.judged.setdefault(value.name, f"read by {op.describe()}")
     return found
@@ -116,7 +119,8 @@ def pin(model: Model, picks: Iterable[str]) -> dict[str, str]:
     if any(op is not None and op.op_type == "TopK" for op in tops):
         from onnxforge.shape_infer import infer
 
-        infer(model, verify=False)  # the rank of what TopK reads (_read_at)
+        with contextlib.suppress(OnnxForgeError):  # else a GatherElements reads the values
+            infer(model, verify=False)  # the rank of what TopK reads (_read_at)
     own: dict[str, str] = {}
     for name in picks:
         value = values.get(name)

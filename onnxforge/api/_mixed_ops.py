@@ -54,6 +54,8 @@ from onnxforge.passes import ConvertPrecisionPass
 
 logger = logging.getLogger(__name__)
 
+_QUANTIZERS = frozenset({"QuantizeLinear", "DynamicQuantizeLinear"})
+
 
 def choose_float32_ops(
     model: Model,
@@ -226,19 +228,20 @@ class _Chooser(_Runs):
         return found
 
     def _grid_keeps(self, converted: set[str]) -> dict[str, str]:
-        """The converted ops a QuantizeLinear's input depends on, with the reason: rounding
-        there moves every value near a step of its grid across it, a whole step (sscd's
-        quantized ResNet: 2.7e-3 of the range at its first QuantizeLinear, 5.6e-2 after
-        it, 0.35 at the output; no round of keeping the largest growth catches up)."""
+        """The converted ops a QuantizeLinear's or DynamicQuantizeLinear's input depends on,
+        with the reason: rounding there moves every value near a step of its grid across
+        it, a whole step (sscd's quantized ResNet: 2.7e-3 of the range at its first
+        QuantizeLinear, 5.6e-2 after it, 0.35 at the output; no round of keeping the
+        largest growth catches up); a dynamic grid's scale moves with the values too
+        (traceforge's T5 decoder: 0.47 from round 1)."""
         graph = self.base.graph
         quantizers = [
-            op
-            for op in graph.ops
-            if op.op_type == "QuantizeLinear" and op.domain in ("", "ai.onnx")
+            op for op in graph.ops if op.op_type in _QUANTIZERS and op.domain in ("", "ai.onnx")
         ]
         reads = [op._inputs[0] for op in quantizers if op._inputs and op._inputs[0] is not None]
+        kinds = " or ".join(sorted({op.op_type for op in quantizers}))
         why = (
-            f"a QuantizeLinear reads what it computes ({len(quantizers)} in the model): "
+            f"a {kinds} reads what it computes ({len(quantizers)} in the model): "
             f"{_name(self.target)} rounding moves values near a step of the grid across it"
         )
         ops = _upstream(graph, reads) | set(quantizers)

@@ -354,7 +354,8 @@ class _Runs:
         ``flipped`` says how many of its own differed."""
         given = list(feeds if feeds is not None else self.feeds)
         as_is = model is self.base and runtime == "onnxruntime-unoptimized"
-        if not self.decisions or not sets or as_is:
+        probe = len(given) != len(self.feeds)  # a bisection's, on one set
+        if not self.decisions or not sets or as_is or probe:
             return self._run_as_is(model, names, sets, file, given, runtime=runtime)
         if self.picks is None:
             picked = self._run_as_is(self.base, list(self.decisions.picks),
@@ -364,21 +365,20 @@ class _Runs:
             self.picks = [{n: run[n] for n in self.decisions.picks} for run in picked]
         pinned = _copy(model)
         own = pin(pinned, self.decisions.picks)
-        if not own or len(given) != len(self.picks):  # a probe of part of it
+        if not own:  # a part of the model that makes none
             return self._run_as_is(model, names, sets, file, given, runtime=runtime)
         fed = [{**f, **{n: p[n] for n in own}} for f, p in zip(given, self.picks, strict=True)]
         runs = self._run_as_is(pinned, names, sets, file, fed, runtime=runtime)
-        if isinstance(runs, str) or model is self.base:
-            for run in runs if not isinstance(runs, str) else ():
-                for name in own.values():
-                    run.pop(name, None)
+        if isinstance(runs, str):
             return runs
-        self.flipped = {}
+        counts: dict[str, tuple[int, int]] = {}
         for i, run in zip(sets, runs, strict=True):
             for pick, name in own.items():
                 n, total = flipped(self.picks[i][pick], run.pop(name))
-                before = self.flipped.get(pick, (0, 0))
-                self.flipped[pick] = (before[0] + n, before[1] + total)
+                before = counts.get(pick, (0, 0))
+                counts[pick] = (before[0] + n, before[1] + total)
+        if model is not self.base:  # a conversion's: the float32 model's own are noise
+            self.flipped = counts
         return runs
 
     def _run_as_is(

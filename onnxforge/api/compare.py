@@ -501,8 +501,14 @@ class _Judged:
         if not feeds:
             return plain
         model = io.load(original)
-        infer(model, verify=False)
+        try:
+            infer(model, verify=False)  # the types tell a float value from a pick
+        except OnnxForgeError as exc:
+            logger.info("no decisions judged: %s", exc)
+            return plain
         decisions = find_decisions(model)
+        if not decisions:
+            return plain
         converted = io.load(result)
         picks = pinnable(converted, decisions.picks)
         values = {v.name for v in converted.graph.values() if v._graph is converted.graph}

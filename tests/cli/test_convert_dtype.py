@@ -732,3 +732,30 @@ def test_check_counts_near_ties_flipped_and_compares_the_rest_with_the_originals
     x = rng.standard_normal((64, 8)).astype(np.float32)
     mine, want = run_onnxruntime(str(out), {"x": x})[0], run_onnxruntime(str(path), {"x": x})[0]
     assert np.count_nonzero(mine != want) > 0
+
+
+def test_a_dynamically_quantized_model_keeps_float32_what_its_quantizers_read(
+    tmp_path: Path,
+) -> None:
+    # A DynamicQuantizeLinear's scale follows its input's range: float16 rounding before it
+    # moves the scale and every value near a step (traceforge's T5 decoder: 0.47 off).
+    text = """<ir_version: 9, opset_import: ["" : 18]>
+    g (float[2, 32] x) => (float[2, 16] y) {
+        centered = Sub (x, mean)
+        q, scale, zero = DynamicQuantizeLinear (centered)
+        h = MatMulInteger (q, w_uint8, zero, w_zero)
+        hf = Cast <to = 1> (h)
+        s = Mul (scale, w_scale)
+        d = Mul (hf, s)
+        y = Tanh (d)
+    }"""
+    rng = np.random.default_rng(4)
+    weights = {
+        "mean": rng.standard_normal(32).astype(np.float32),
+        "w_uint8": rng.integers(120, 137, (32, 16)).astype(np.uint8),  # sums within float16
+        "w_zero": np.uint8(128),
+        "w_scale": np.float32(1 / 200),
+    }
+    kept = _calibrated(tmp_path, text, weights, "--dtype", "float16")["kept_float32"]
+    assert kept == {"centered": kept["centered"]}
+    assert "a DynamicQuantizeLinear reads what it computes (1 in the model)" in kept["centered"]

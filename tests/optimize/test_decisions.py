@@ -34,23 +34,26 @@ def _model(body: str, opset: int = 18, **weights: np.ndarray) -> Model:
 DETECTOR = """
 g (float[1, 3, 100] x) => (float[1, 3, 70] top, int64[1, 3, 70] at, int64[3, N] kept,
                           int32[1, 3, 100] bins) {
+  r = Identity (x)
   k = Constant <value = int64[1] {70}> ()
-  top, at = TopK <axis = 2> (x, k)
+  top, at = TopK <axis = 2> (r, k)
   half = Constant <value = float {0.5}> ()
-  hit = Greater (x, half)
+  hit = Greater (r, half)
   kept = NonZero (hit)
-  bins = Cast <to = 6> (x)
+  bins = Cast <to = 6> (r)
   same = Equal (half, half)
+  given = Less (x, half)
 }"""
 """TopK over 100 > 64 (np.choose's limit in the reference evaluator's GatherElements), a
-threshold whose count is a shape, a Cast to an integer; ``same`` compares constants only."""
+threshold whose count is a shape, a Cast to an integer; ``same`` compares constants only;
+``given`` a graph input, which no conversion computes."""
 
 
 def test_decisions_are_picks_made_from_computed_floats_with_what_they_read() -> None:
     found = find_decisions(_model(DETECTOR))
-    assert set(found.picks) == {"at", "hit", "bins"}
+    assert set(found.picks) == {"at", "hit", "bins", "given"}
     assert found.picks["at"].startswith("TopK")
-    assert found.judged == {"x": "read by TopK (unnamed)"}
+    assert found.judged == {"r": "read by TopK (unnamed)"}
 
 
 @pytest.mark.parametrize("opset", [11, 12, 18])
@@ -61,11 +64,11 @@ def test_pinned_model_computes_the_original_given_its_own_picks(opset: int) -> N
     x = RNG.random((1, 3, 100)).astype(np.float32)
     exposed = _model(DETECTOR, opset=opset)
     values = {v.name: v for v in exposed.graph.values()}
-    exposed.graph.outputs.extend(values[n] for n in ("at", "hit", "bins"))
+    exposed.graph.outputs.extend(values[n] for n in ("at", "hit", "bins", "given"))
     original = run_onnxruntime(exposed, {"x": x})
-    picks = dict(zip(("at", "hit", "bins"), original[4:], strict=True))
+    picks = dict(zip(("at", "hit", "bins", "given"), original[4:], strict=True))
     own = pin(model, pinnable(model, picks))
-    assert set(own) == {"at", "hit", "bins"}
+    assert set(own) == set(picks)
     fed = {"x": x, **picks}
     runs = [run_onnxruntime(model, fed)]
     if opset >= 12:  # GatherElements over 100: np.choose takes 64 choices at most
@@ -73,7 +76,7 @@ def test_pinned_model_computes_the_original_given_its_own_picks(opset: int) -> N
     for got in runs:
         for want, mine in zip(original[:4], got[:4], strict=True):
             np.testing.assert_array_equal(mine, want)
-        assert [flipped(picks[p], got[4 + i])[0] for i, p in enumerate(own)] == [0, 0, 0]
+        assert [flipped(picks[p], got[4 + i])[0] for i, p in enumerate(own)] == [0] * 4
 
 
 def test_flipped_counts_the_picks_made_otherwise_and_a_changed_shape_as_all() -> None:
