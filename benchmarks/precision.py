@@ -419,8 +419,12 @@ def _judge_child(args: argparse.Namespace) -> None:
         try:
             original = Path(args.out).with_name("original.onnx") if data.get("dropout") \
                 else args.original  # fmt: skip
-            ran = _reference_run(str(original), data["feeds"][:1])
-            floor = _errors(data["want"][:1], ran, names)
+            # with the picks in place, as the output is judged: near ties are not its error
+            scratch = Path(args.out).with_name("original-pinned.onnx")
+            path, _, picked = _pinned(Path(original), data, scratch)
+            fed = [{**f, **{p: data["picks"][0][p] for p in picked}} for f in data["feeds"][:1]]
+            ran = _reference_run(str(path), fed)
+            floor = _errors(data["want"][:1], [r[: len(names)] for r in ran], names)
             record["floor"] = max((e["rel"] for e in floor), default=0.0)
         except Exception as exc:  # noqa: BLE001
             record["floor_error"] = f"reference evaluator: {wild._first_line(exc)}"
