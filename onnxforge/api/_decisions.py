@@ -81,13 +81,24 @@ def _decision_output(op: Op) -> Value | None:
     return op._outputs[port] if any(_data(v) and _float(v) for v in floats) else None
 
 
+_SHAPE_OF = frozenset({"Shape", "Size"})
+"""Ops whose outputs depend on their input's shape alone, not its values."""
+
+
 def find_decisions(model: Model) -> Decisions:
     """The decisions of ``model``'s main graph (a body's are its own: they stay as they
-    compute), with the float values each is made on."""
+    compute) on values computed from the inputs' values, with the float values each is made
+    on. One on sizes alone (a ViT's Cast of the square root of its patch count) is exact
+    arithmetic, no near tie: it is judged by what follows (pinned, onnxruntime's optimizer
+    could no longer fold the Resize sizes it makes, and failed on them)."""
+    graph = model.graph
+    valued = {v for v in graph.inputs if v.const is None}  # depend on the inputs' values
     found = Decisions()
-    for op in model.graph.topo_order():
+    for op in graph.topo_order():
+        if op.op_type not in _SHAPE_OF and any(v in valued for v in _reads(op)):
+            valued.update(v for v in op._outputs if v is not None)
         out = _decision_output(op)
-        if out is None:
+        if out is None or out not in valued:
             continue
         found.picks[out.name] = op.describe()
         reads = op._inputs[:2] if op.op_type == "NonMaxSuppression" else op._inputs
@@ -96,6 +107,14 @@ def find_decisions(model: Model) -> Decisions:
             if _data(value) and _float(value) and value not in inputs:
                 assert value is not None
                 found.judged.setdefault(value.name, f"read by {op.describe()}")
+    return found
+
+
+def _reads(op: Op) -> list[Value]:
+    """What ``op`` reads: its inputs and what its bodies capture."""
+    found = [v for v in op._inputs if v is not None]
+    for sub in op.subgraphs():
+        found += sub.captures()
     return found
 
 

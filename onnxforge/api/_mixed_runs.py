@@ -369,8 +369,9 @@ class _Runs:
             return self._run_as_is(model, names, sets, file, given, runtime=runtime)
         fed = [{**f, **{n: p[n] for n in own}} for f, p in zip(given, self.picks, strict=True)]
         runs = self._run_as_is(pinned, names, sets, file, fed, runtime=runtime)
-        if isinstance(runs, str):
-            return runs
+        if isinstance(runs, str):  # pinning's fault, or the model's: as the user runs it
+            logger.info("mixed precision: fails pinned (%s); run without picks", runs[:200])
+            return self._run_as_is(model, names, sets, file, given, runtime=runtime)
         counts: dict[str, tuple[int, int]] = {}
         for i, run in zip(sets, runs, strict=True):
             for pick, name in own.items():

@@ -408,6 +408,7 @@ def compare_within(
     judges: Sequence[str] = tuple(JUDGES),
     tolerance: float | None = None,
     scales: Mapping[str, float] | None = None,
+    pinned: bool = True,
 ) -> list[OutputError]:
     """Each output's largest difference (``range_error``) between the original on
     onnxruntime and the result as each judge computes it (onnxruntime's judge against the
@@ -421,12 +422,14 @@ def compare_within(
     A model with decisions (``_decisions``: a comparison, an ArgMax, TopK's picks) is
     compared with the original's picks put in the result, and the values they are made on
     are compared as outputs are (OutputError ``read_by``); each judge says how many picks
-    it made otherwise (OutputError ``flipped``)."""
+    it made otherwise (OutputError ``flipped``); ``pinned`` False, or a result a judge
+    cannot run pinned, compares without."""
     given = [
         {k: v.astype((input_dtypes or {}).get(k, v.dtype)) for k, v in s.items()} for s in feeds
     ]
     with tempfile.TemporaryDirectory(prefix="onnxforge-compare-") as folder:
-        judged = _Judged.of(original, result, feeds, output_names, Path(folder))
+        judged = _Judged.of(original, result, feeds if pinned else [], output_names,
+                            Path(folder))  # fmt: skip
         want = _run(judged.original, feeds)
         picks = [{p: w[i] for p, i in judged.picks.items()} for w in want]
         found: list[OutputError] = []
@@ -448,6 +451,12 @@ def compare_within(
             try:
                 got = _run(judged.result, judged.fed(given, picks), JUDGES[judge])
             except OnnxForgeError as exc:
+                if judged.picks:  # pinning's fault, or the result's: as the user runs it
+                    logger.info("the result fails pinned (%s); compared without picks", exc)
+                    return compare_within(
+                        original, result, feeds, output_names, input_dtypes=input_dtypes,
+                        judges=judges, tolerance=tolerance, scales=scales, pinned=False,
+                    )  # fmt: skip
                 found.append(OutputError(judge, "*", problem=str(exc).split(": ", 1)[-1]))
                 continue
             same = [w[: len(judged.names)] for w in want]

@@ -165,3 +165,23 @@ g (float[2, 100, 3] x, int64[2, 70, 3] at) => (float[2, 70, 3] y) {
     np.testing.assert_array_equal(
         done.outputs[0][0], run_onnxruntime(model, {"x": x, "at": at})[0]
     )
+
+
+def test_a_decision_on_sizes_alone_is_exact_arithmetic_not_a_pick() -> None:
+    """A ViT's Cast of the square root of its patch count: pinned, onnxruntime's optimizer
+    could no longer fold the Resize sizes it makes (and failed on them); it is no near tie."""
+    found = find_decisions(
+        _model(
+            """
+g (float[1, 3, 16, 16] x) => (int64 side, int64 pick) {
+  shape = Shape (x)
+  n = Cast <to = 1> (shape)
+  half = Constant <value = float {0.5}> ()
+  root = Pow (n, half)
+  side = Cast <to = 7> (root)
+  s = ReduceSum <keepdims = 0> (x)
+  pick = Cast <to = 7> (s)
+}"""
+        )
+    )
+    assert set(found.picks) == {"pick"} and set(found.judged) == {"s"}
