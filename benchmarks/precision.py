@@ -174,7 +174,7 @@ def _decided(path: Path, sets: list[dict[str, np.ndarray]], scratch: Path) -> di
     which decision), ``judged_want`` their values per set, and their ``scales``. Empty
     without decisions."""
     from onnxforge import io
-    from onnxforge.api._decisions import find_decisions
+    from onnxforge.api._decisions import expose, find_decisions
     from onnxforge.api.compare import output_scales
     from onnxforge.shape_infer import infer
 
@@ -183,12 +183,11 @@ def _decided(path: Path, sets: list[dict[str, np.ndarray]], scratch: Path) -> di
     decisions = find_decisions(model)
     if not decisions:
         return {}
-    graph = model.graph
-    listed = {v.name for v in graph.outputs}
+    listed = {v.name for v in model.graph.outputs}
     judged = {n: why for n, why in decisions.judged.items() if n not in listed}
-    values = {v.name: v for v in graph.values() if v._graph is graph}
     names = [*judged, *decisions.picks]
-    graph.outputs[:] = [values[n] for n in names]
+    model.graph.outputs.clear()
+    expose(model, names)
     io.save(model, scratch)
     session = wild._session(scratch)
     runs = [dict(zip(names, session.run(None, f), strict=True)) for f in sets]
@@ -206,7 +205,7 @@ def _pinned(model: Path, data: Mapping[str, Any], scratch: Path) -> tuple[Path, 
     the judged names it exposes, and pick -> its own pick's name; ``model`` as it is when
     it makes none of the picks (a tool renamed them)."""
     from onnxforge import io
-    from onnxforge.api._decisions import pin, pinnable
+    from onnxforge.api._decisions import pin_exposing, pinnable
 
     if not data.get("picks"):
         return model, [], {}
@@ -214,13 +213,10 @@ def _pinned(model: Path, data: Mapping[str, Any], scratch: Path) -> tuple[Path, 
     picks = pinnable(converted, data["picks"][0])
     if not picks:
         return model, [], {}
-    own = pin(converted, picks)
     graph = converted.graph
-    tail = set(own.values())
-    graph.outputs[:] = [v for v in graph.outputs if v.name not in tail]
-    values = {v.name: v for v in graph.values() if v._graph is graph}
+    values = {v.name for v in graph.values() if v._graph is graph}
     judged = [n for n in data["judged"] if n in values]
-    graph.outputs.extend(values[n] for n in [*judged, *own.values()])
+    own = pin_exposing(converted, picks, judged)
     io.save(converted, scratch)
     return scratch, judged, own
 
@@ -365,7 +361,7 @@ def _judge_child(args: argparse.Namespace) -> None:
     the values they are made on are judged beside the outputs."""
     import onnx
 
-    from onnxforge.api._decisions import flipped
+    from onnxforge.api._decisions import tally_flips
 
     out = Path(args.out)
     record: dict[str, Any] = {}
@@ -441,14 +437,13 @@ def _judge_child(args: argparse.Namespace) -> None:
             record["outputs"] = _errors(want, [g[:mine] for g in got], [*names, *judged])
             for entry in record["outputs"][len(names) :]:
                 entry["read_by"] = data["judged"][entry["name"]]
-            flips = {}
-            for g, picks in zip(got, data["picks"] if own else got, strict=True):
-                for pick, mine_pick in zip(own, g[mine:], strict=True):
-                    n, total = flipped(picks[pick], mine_pick)
-                    before = flips.get(pick, [0, 0])
-                    flips[pick] = [before[0] + n, before[1] + total]
+            flips = tally_flips(
+                (pick, picks[pick], mine_pick)
+                for g, picks in zip(got, data["picks"] if own else got, strict=True)
+                for pick, mine_pick in zip(own, g[mine:], strict=True)
+            )
             if flips:
-                record["flipped"] = flips
+                record["flipped"] = {pick: list(n) for pick, n in flips.items()}
     stage("done")
 
 

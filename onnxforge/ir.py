@@ -412,6 +412,13 @@ class Op:
             elif isinstance(value, list) and value and isinstance(value[0], Graph):
                 yield from value  # a list attribute holds one kind (GRAPHS; not INTS)
 
+    def reads(self) -> list[Value]:
+        """The values this op reads: its inputs, then what its bodies capture."""
+        found = [v for v in self._inputs if v is not None]
+        for sub in self.subgraphs():
+            found += sub.captures()
+        return found
+
     def describe(self) -> str:
         """``Sub 'node_3'`` for messages."""
         kind = f"{self.domain}::{self.op_type}" if self.domain else self.op_type

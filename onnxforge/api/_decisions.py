@@ -14,7 +14,16 @@ export's NonZero counted one box more, a shape no error measure can compare.
 
 from __future__ import annotations
 
-__all__ = ["Decisions", "find_decisions", "flipped", "pin", "pinnable"]
+__all__ = [
+    "Decisions",
+    "expose",
+    "find_decisions",
+    "flipped",
+    "pin",
+    "pin_exposing",
+    "pinnable",
+    "tally_flips",
+]
 
 import contextlib
 from collections.abc import Iterable
@@ -60,25 +69,25 @@ def _constant_op(value: Value) -> bool:
     return op is not None and op.op_type == "Constant"
 
 
-def _decision_output(op: Op) -> Value | None:
-    """The value ``op`` decides (None when it is not a decision on float values)."""
+def _decision(op: Op) -> tuple[Value, list[Value]] | None:
+    """The value ``op`` decides and the computed float values it decides on (None when it is
+    not a decision on float values)."""
     if op.domain not in ("", "ai.onnx"):
         return None
     reads = [v for v in op._inputs if v is not None]
-    if op.op_type in _COMPARISONS or op.op_type == "Cast":
-        out = op._outputs[0] if op._outputs else None
-        if op.op_type == "Cast":
-            to = op.attr("to")
-            if to in _FLOATS or to == DType.STRING or not reads or not _float(reads[0]):
-                return None
-        elif not any(_float(v) for v in reads):
+    if op.op_type == "Cast":
+        to = op.attr("to")
+        if to in _FLOATS or to == DType.STRING or not reads or not _float(reads[0]):
             return None
-        return out if any(_data(v) and _float(v) for v in reads) else None
-    port = _PICKS.get(op.op_type)
-    if port is None or len(op._outputs) <= port:
-        return None
-    floats = reads[:2] if op.op_type == "NonMaxSuppression" else reads[:1]
-    return op._outputs[port] if any(_data(v) and _float(v) for v in floats) else None
+        port = 0
+    elif op.op_type in _COMPARISONS:
+        port = 0
+    else:
+        port = _PICKS.get(op.op_type, -1)
+        reads = reads[:2] if op.op_type == "NonMaxSuppression" else reads[:1]
+    out = op._outputs[port] if 0 <= port < len(op._outputs) else None
+    decided_on = [v for v in reads if _data(v) and _float(v)]
+    return (out, decided_on) if out is not None and decided_on else None
 
 
 _SHAPE_OF = frozenset({"Shape", "Size"})
@@ -92,29 +101,20 @@ def find_decisions(model: Model) -> Decisions:
     arithmetic, no near tie: it is judged by what follows (pinned, onnxruntime's optimizer
     could no longer fold the Resize sizes it makes, and failed on them)."""
     graph = model.graph
-    valued = {v for v in graph.inputs if v.const is None}  # depend on the inputs' values
+    inputs = set(graph.inputs)
+    valued = {v for v in inputs if v.const is None}  # depend on the inputs' values
     found = Decisions()
     for op in graph.topo_order():
-        if op.op_type not in _SHAPE_OF and any(v in valued for v in _reads(op)):
+        if op.op_type not in _SHAPE_OF and any(v in valued for v in op.reads()):
             valued.update(v for v in op._outputs if v is not None)
-        out = _decision_output(op)
-        if out is None or out not in valued:
+        decision = _decision(op)
+        if decision is None or decision[0] not in valued:
             continue
+        out, decided_on = decision
         found.picks[out.name] = op.describe()
-        reads = op._inputs[:2] if op.op_type == "NonMaxSuppression" else op._inputs
-        inputs = set(model.graph.inputs)
-        for value in reads:  # a graph input is given, not computed: nothing to judge
-            if _data(value) and _float(value) and value not in inputs:
-                assert value is not None
+        for value in decided_on:  # a graph input is given, not computed: nothing to judge
+            if value not in inputs:
                 found.judged.setdefault(value.name, f"read by {op.describe()}")
-    return found
-
-
-def _reads(op: Op) -> list[Value]:
-    """What ``op`` reads: its inputs and what its bodies capture."""
-    found = [v for v in op._inputs if v is not None]
-    for sub in op.subgraphs():
-        found += sub.captures()
     return found
 
 
@@ -212,6 +212,38 @@ def _pick_type(op: Op, value: Value) -> TensorType:
     else:
         dtype = DType.INT64
     return TensorType(dtype, None if rank is None else (None,) * rank)
+
+
+def expose(model: Model, names: Iterable[str]) -> None:
+    """Add the main-graph values ``names`` to ``model``'s outputs, in order (those it has
+    not, or holds already, are left as they are)."""
+    graph = model.graph
+    by_name = {v.name: v for v in graph.values() if v._graph is graph}
+    listed = {v.name for v in graph.outputs}
+    graph.outputs.extend(by_name[n] for n in names if n not in listed and n in by_name)
+
+
+def pin_exposing(model: Model, picks: Iterable[str], judged: Iterable[str]) -> dict[str, str]:
+    """``pin`` ``picks`` in ``model``, then expose the ``judged`` values after its outputs and
+    its own picks last (what a judge compares, in that order); returns pick -> its own."""
+    own = pin(model, picks)
+    tail = set(own.values())
+    model.graph.outputs[:] = [v for v in model.graph.outputs if v.name not in tail]
+    expose(model, [*judged, *own.values()])
+    return own
+
+
+def tally_flips(
+    pairs: Iterable[tuple[str, np.ndarray, np.ndarray]],
+) -> dict[str, tuple[int, int]]:
+    """Per pick, over (pick, the original's, the model's own) of every input set: how many
+    the model made otherwise, of how many (``flipped``)."""
+    counts: dict[str, tuple[int, int]] = {}
+    for pick, want, own in pairs:
+        n, total = flipped(want, own)
+        before = counts.get(pick, (0, 0))
+        counts[pick] = (before[0] + n, before[1] + total)
+    return counts
 
 
 def flipped(want: np.ndarray, own: np.ndarray) -> tuple[int, int]:

@@ -30,7 +30,6 @@ from onnxforge.api._mixed_runs import (
     _Measured,
     _name,
     _num,
-    _reads,
     _rounded,
     _Runs,
     _target,
@@ -418,7 +417,7 @@ class _Chooser(_Runs):
                 found[key] = (growth, reason)
 
         for op in graph.topo_order():
-            reads = [v for v in _reads(graph, op) if v.name in errors]
+            reads = [v for v in op.reads() if v.name in errors]
             before = max((errors[v.name] for v in reads), default=0.0)
             outs = [v.name for v in op._outputs if v is not None and v.name in self.floats]
             for name in outs:

@@ -23,7 +23,7 @@ import numpy as np
 
 from onnxforge import io
 from onnxforge._runtime_child import run_in_child
-from onnxforge.api._decisions import find_decisions, flipped, pin
+from onnxforge.api._decisions import find_decisions, pin, tally_flips
 from onnxforge.api.compare import (
     HALF_TOLERANCE,
     output_scales,
@@ -372,12 +372,11 @@ class _Runs:
         if isinstance(runs, str):  # pinning's fault, or the model's: as the user runs it
             logger.info("mixed precision: fails pinned (%s); run without picks", runs[:200])
             return self._run_as_is(model, names, sets, file, given, runtime=runtime)
-        counts: dict[str, tuple[int, int]] = {}
-        for i, run in zip(sets, runs, strict=True):
-            for pick, name in own.items():
-                n, total = flipped(self.picks[i][pick], run.pop(name))
-                before = counts.get(pick, (0, 0))
-                counts[pick] = (before[0] + n, before[1] + total)
+        counts = tally_flips(
+            (pick, self.picks[i][pick], run.pop(name))
+            for i, run in zip(sets, runs, strict=True)
+            for pick, name in own.items()
+        )
         if model is not self.base:  # a conversion's: the float32 model's own are noise
             self.flipped = counts
         return runs
@@ -436,7 +435,7 @@ def _random_values(graph: Graph) -> set[Value]:
                                 and graph.producer(flag) is None)  # fmt: skip
         elif op.op_type in RANDOM_OPS:
             random = True
-        if random or any(v in found for v in _reads(graph, op)):
+        if random or any(v in found for v in op.reads()):
             found.update(v for v in op._outputs if v is not None)
     return found
 
@@ -483,14 +482,6 @@ def _rounded(array: np.ndarray, target: int) -> np.ndarray:
     return np.asarray(array).astype(_NUMPY[DType(target)]).astype(np.float32)
 
 
-def _reads(graph: Graph, op: Op) -> list[Value]:
-    """The values ``op`` reads: its inputs and what its bodies capture."""
-    found = [v for v in op._inputs if v is not None]
-    for sub in op.subgraphs():
-        found += sub.captures()
-    return found
-
-
 def _upstream(graph: Graph, values: Iterable[Value]) -> set[Op]:
     """The ops of ``graph`` that ``values`` depend on."""
     found: set[Op] = set()
@@ -499,7 +490,7 @@ def _upstream(graph: Graph, values: Iterable[Value]) -> set[Op]:
         op = graph.producer(stack.pop())
         if op is not None and op not in found:
             found.add(op)
-            stack.extend(_reads(graph, op))
+            stack.extend(op.reads())
     return found
 
 

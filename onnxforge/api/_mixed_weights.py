@@ -31,7 +31,6 @@ from onnxforge.api._mixed_runs import (
     _Measured,
     _name,
     _num,
-    _reads,
     _Runs,
     _target,
 )
@@ -313,7 +312,7 @@ class _WeightChooser(_Runs):
             outs = [v.name for v in op._outputs if v is not None]
             if all(math.isfinite(measured.absolute.get(n, 0.0)) for n in outs):
                 continue
-            reads = [v for v in _reads(graph, op) if v.name in self.flow.data]
+            reads = [v for v in op.reads() if v.name in self.flow.data]
             if any(not math.isfinite(measured.absolute.get(v.name, 0.0)) for v in reads):
                 continue  # it came in
             stack, seen = [op], set()
@@ -326,9 +325,7 @@ class _WeightChooser(_Runs):
                 for weight in weights:
                     picked.setdefault(weight, f"{outs[0]!r} turns NaN or infinite with it")
                 if not weights:
-                    ups = [
-                        graph.producer(v) for v in _reads(graph, at) if v.name in self.flow.data
-                    ]
+                    ups = [graph.producer(v) for v in at.reads() if v.name in self.flow.data]
                     stack.extend(u for u in ups if u is not None)
         return picked
 
@@ -349,7 +346,7 @@ class _WeightChooser(_Runs):
             stack = [self.values[output]]
             while stack:
                 op = graph.producer(stack.pop())
-                for value in _reads(graph, op) if op is not None else ():
+                for value in op.reads() if op is not None else ():
                     if value.name in self.floats:
                         reach[value.name] = per_range(value.name)
                     elif value.name in data:
@@ -358,7 +355,7 @@ class _WeightChooser(_Runs):
             outs = [v.name for v in op._outputs if v is not None and reach.get(v.name)]
             given = [
                 v.name
-                for v in _reads(graph, op)
+                for v in op.reads()
                 if v.name in data and measured.absolute.get(v.name, 0.0) > 0
             ]
             if not outs or not given:
@@ -392,7 +389,7 @@ class _Flow:
         made_of = {n: frozenset({n}) for n in compressed}
         readers = {}
         for op in graph.topo_order():
-            reads = _reads(graph, op)
+            reads = op.reads()
             inside = [
                 v.name
                 for sub in op.subgraphs()

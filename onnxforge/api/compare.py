@@ -471,14 +471,6 @@ def compare_within(
     return found
 
 
-def _expose(model: Model, names: Sequence[str]) -> None:
-    """Add the main-graph values ``names`` to ``model``'s outputs, in order."""
-    graph = model.graph
-    by_name = {v.name: v for v in graph.values() if v._graph is graph}
-    listed = {v.name for v in graph.outputs}
-    graph.outputs.extend(by_name[n] for n in names if n not in listed and n in by_name)
-
-
 @dataclass
 class _Judged:
     """The files compare_within runs: ``original`` with its picks and the values they are
@@ -505,7 +497,7 @@ class _Judged:
         folder: Path,
     ) -> _Judged:
         from onnxforge import io
-        from onnxforge.api._decisions import find_decisions, pin, pinnable
+        from onnxforge.api._decisions import expose, find_decisions, pin_exposing, pinnable
         from onnxforge.shape_infer import infer
 
         plain = cls(original, original, result, list(output_names), {}, {}, {}, {})
@@ -528,12 +520,9 @@ class _Judged:
         if not picks:
             return plain
         pinned = io.load(original)
-        mine, own = pin(pinned, picks), pin(converted, picks)
-        for m, ends in ((pinned, mine), (converted, own)):  # the own picks last
-            tail = {ends[p] for p in picks}
-            m.graph.outputs[:] = [v for v in m.graph.outputs if v.name not in tail]
-            _expose(m, [*read_by, *(ends[p] for p in picks)])
-        _expose(model, [*read_by, *picks])
+        pin_exposing(pinned, picks, read_by)
+        own = pin_exposing(converted, picks, read_by)
+        expose(model, [*read_by, *picks])
         order = [v.name for v in model.graph.outputs]
         files = [folder / f"{n}.onnx" for n in ("original", "pinned", "result")]
         for m, path in zip((model, pinned, converted), files, strict=True):
@@ -561,20 +550,19 @@ class _Judged:
     ) -> list[OutputError]:
         """Each output's and decided value's largest error over the sets, then each
         decision's picks the judge made otherwise."""
-        from onnxforge.api._decisions import flipped
+        from onnxforge.api._decisions import tally_flips
 
         worst: dict[str, tuple[float, float]] = {}
-        flips: dict[str, tuple[int, int]] = {}
-        for w_outs, g_outs, p in zip(same, got, picks, strict=True):
+        for w_outs, g_outs in zip(same, got, strict=True):
             for name, w, g in zip(self.names, w_outs, g_outs, strict=False):
                 largest, relative = range_error(w, g, scale=scales.get(name, 0.0))
                 before = worst.get(name, (0.0, 0.0))
                 worst[name] = (max(before[0], largest), max(before[1], relative))
-            own = g_outs[len(self.names) :]
-            for pick, mine in zip(self.own, own, strict=False):
-                n, total = flipped(p[pick], mine)
-                before = flips.get(pick, (0, 0))
-                flips[pick] = (before[0] + n, before[1] + total)
+        flips = tally_flips(
+            (pick, p[pick], mine)
+            for g_outs, p in zip(got, picks, strict=True)
+            for pick, mine in zip(self.own, g_outs[len(self.names) :], strict=False)
+        )
         found = [
             OutputError(judge, n, *worst[n], read_by=self.read_by.get(n, ""))
             for n in self.names
