@@ -84,11 +84,23 @@ def _openvino(
 
 
 def reference_evaluator(proto: Any) -> Any:
-    """onnx's ReferenceEvaluator for ``proto``, its GatherElements made whole: onnx's gathers
-    with ``np.choose``, which takes 64 choices at most (a YOLO's top 300 of 8,400 boxes
-    fails there, on the original as on any conversion)."""
+    """onnx's ReferenceEvaluator for ``proto``, its gaps filled: GatherElements gathers with
+    ``np.choose``, which takes 64 choices at most (a YOLO's top 300 of 8,400 boxes fails
+    there, on the original as on any conversion); DequantizeLinear has no implementation
+    before version 19 (onnx 1.23: "found 19, 21, ..."), so below opset 19 the latest runs
+    it: its added attributes (block_size, output_dtype) default to versions 10 and 13's
+    computation, and an unversioned op is given the latest schema's defaults; Loop joins
+    its scan outputs with ``np.vstack``, a concatenation, where the spec stacks them on a
+    new first axis (a TF while loop's [batch, units] per step came out [steps*batch,
+    units]), so each is given that axis before it joins."""
     from onnx.reference import ReferenceEvaluator  # noqa: TID251
     from onnx.reference.op_run import OpRun  # noqa: TID251
+    from onnx.reference.ops import op_dequantize_linear, op_loop  # noqa: TID251
+
+    latest = max(
+        (c for n, c in vars(op_dequantize_linear).items() if n.startswith("DequantizeLinear_")),
+        key=lambda c: int(c.__name__.rsplit("_", 1)[1]),
+    )
 
     class GatherElements(OpRun):
         op_domain = ""
@@ -98,7 +110,28 @@ def reference_evaluator(proto: Any) -> Any:
             where = np.where(indices < 0, indices + data.shape[at], indices)
             return (np.take_along_axis(data, where, axis=at),)
 
-    return ReferenceEvaluator(proto, new_ops=[GatherElements])
+    class DequantizeLinear(latest):  # type: ignore[misc,valid-type]
+        op_domain = ""
+
+    class Loop(op_loop.Loop):  # type: ignore[misc]
+        op_domain = ""
+
+        def __init__(self, onnx_node: Any, run_params: Any) -> None:
+            super().__init__(onnx_node, run_params)
+            body: Any = self._run_body  # type: ignore[has-type]  # OpRun sets it for the graph
+            scans = self.K
+
+            def stacked(*args: Any, **kwargs: Any) -> Any:
+                outputs = list(body(*args, **kwargs))
+                for k in range(len(outputs) - scans, len(outputs)):
+                    outputs[k] = np.expand_dims(outputs[k], 0)
+                return outputs
+
+            self._run_body = stacked
+
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    added = [GatherElements, Loop, *([DequantizeLinear] if opset < 19 else [])]
+    return ReferenceEvaluator(proto, new_ops=added)
 
 
 def _reference(

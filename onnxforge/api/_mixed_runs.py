@@ -46,7 +46,7 @@ from onnxforge.shape_infer.symbolic import evaluate
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_ROUNDS = 8
+DEFAULT_MAX_ROUNDS = 12
 """Conversions the error step measures at most (each keeps the ops, or the weights, whose
 error grows most)."""
 

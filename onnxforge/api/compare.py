@@ -15,6 +15,8 @@ __all__ = [
     "half_tolerance",
     "output_scales",
     "random_inputs",
+    "InputSizes",
+    "sizes_fixed_by_weights",
     "range_error",
 ]
 
@@ -25,6 +27,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -61,25 +64,41 @@ IMAGE_SIDE = 64
 detector whose sides must be multiples of 32 does not run, and a CNN pools a 5 x 5 image to
 one pixel, unlike anything it is fed."""
 WINDOWED = frozenset({"Conv", "ConvTranspose", "MaxPool", "AveragePool"})
+
+
+class InputSizes(NamedTuple):
+    """The sizes random inputs give unknown dims: an image's sides, a first dim, the others."""
+
+    side: int = IMAGE_SIDE
+    first: int = DYNAMIC_BATCH
+    other: int = DYNAMIC_OTHER
+
+
+CHECK_SIZES = (InputSizes(),)
 MAX_INPUT_ELEMENTS = 1 << 28
 """Elements one random input may have (1 GiB of float32): a declared dim of 2^40 is refused,
 not allocated."""
 
 
-def random_inputs(model: Model, runs: int, *, seed: int = 0) -> list[dict[str, np.ndarray]]:
+def random_inputs(
+    model: Model, runs: int, *, seed: int = 0, sizes: Sequence[InputSizes] = CHECK_SIZES
+) -> list[dict[str, np.ndarray]]:
     """``runs`` sets of inputs for the model's graph inputs (initializer defaults excluded):
     floats standard normal, integers and bools in [0, 2) so ids and masks stay valid (an
     image model's 4-D uint8 input: pixels, 0 to 255), strings
     one lowercase letter each (a token, a character: what string inputs hold), unknown dims
-    2 (first) or 5 (others; fix them with --input-shape), an image's batch 1 and sides
-    IMAGE_SIDE (``_unknown_sizes``), a named dim the size it has where it first appears."""
+    the size the weights fix (``sizes_fixed_by_weights``), else ``sizes`` in turn, one per
+    set: 2 (first) or 5 (others) by default (fix them with --input-shape), an image's batch
+    1 and sides 64 (``_unknown_sizes``); a named dim the size it has where it first appears
+    in the set."""
     rng = np.random.default_rng(seed)
     inputs = [v for v in model.graph.inputs if v.const is None]
     image = any(op.op_type in WINDOWED for op in model.graph.ops)
+    fixed = sizes_fixed_by_weights(model)
     sets = []
-    named: dict[object, int] = {}  # a dim name has one size in every input that names it
-    for _ in range(runs):
+    for index in range(runs):
         feeds: dict[str, np.ndarray] = {}
+        named: dict[object, int] = dict(fixed)  # a dim name has one size in every input
         for value in inputs:
             t = value.type
             if not isinstance(t, TensorType) or t.shape is None:
@@ -95,10 +114,16 @@ def random_inputs(model: Model, runs: int, *, seed: int = 0) -> list[dict[str, n
                 raise OnnxForgeError(
                     f"input {value.name!r}: --check cannot make inputs of type {t.dtype}"
                 )
-            sizes = _unknown_sizes(t.shape, image and t.dtype in _IMAGE_TYPES)
+            unknown = _unknown_sizes(
+                t.shape, image and t.dtype in _IMAGE_TYPES, sizes[index % len(sizes)]
+            )
             shape = [
-                d if isinstance(d, int) else named.setdefault(d, size) if d is not None else size
-                for d, size in zip(t.shape, sizes, strict=True)
+                d
+                if isinstance(d, int)
+                else named.setdefault(d, size)
+                if d is not None
+                else fixed.get((value.name, i), size)
+                for i, (d, size) in enumerate(zip(t.shape, unknown, strict=True))
             ]
             if math.prod(shape) > MAX_INPUT_ELEMENTS:
                 raise OnnxForgeError(
@@ -118,21 +143,67 @@ def random_inputs(model: Model, runs: int, *, seed: int = 0) -> list[dict[str, n
     return sets
 
 
+def sizes_fixed_by_weights(model: Model) -> dict[object, int]:
+    """The unknown input dims whose size a weight fixes, as shape inference finds them
+    (an LSTM's input_size, a Conv's channels, a MatMul's inner dim: ``Assumption``s of a
+    symbol equal to a number): a dim name -> size, and (input name, axis) -> size for an
+    unnamed dim. Inferred on a copy, only where an input has an unknown dim; a model
+    inference fails on fixes nothing."""
+    from onnxforge import io
+    from onnxforge.shape_infer import infer
+
+    inputs = [v for v in model.graph.inputs if v.const is None]
+    if not any(
+        isinstance(v.type, TensorType)
+        and v.type.shape is not None
+        and not all(isinstance(d, int) for d in v.type.shape)
+        for v in inputs
+    ):
+        return {}
+    try:
+        report = infer(io.from_proto(io.to_proto(model)), verify=False)
+    except Exception as exc:  # noqa: BLE001  (inference's failure is only less known)
+        logger.info("no input sizes from the weights: %s", exc)
+        return {}
+    equal: dict[object, int] = {}
+    for a in report.assumptions:
+        if a.relation != "==":
+            continue
+        for dim, size in ((a.a, a.b), (a.b, a.a)):
+            if isinstance(dim, str) and isinstance(size, int) and size > 0:
+                equal.setdefault(dim, size)
+    inferred_names = {v.name: t for v, t in report.input_names.items()}  # the copy's values
+    fixed: dict[object, int] = {}
+    for value in inputs:
+        t = value.type
+        if not isinstance(t, TensorType) or t.shape is None:
+            continue
+        named = inferred_names.get(value.name)
+        for axis, dim in enumerate(t.shape):
+            if isinstance(dim, str) and dim in equal:
+                fixed[dim] = equal[dim]
+            elif dim is None and named is not None and named.shape is not None:
+                inferred = named.shape[axis]
+                if inferred in equal:
+                    fixed[(value.name, axis)] = equal[inferred]
+    return fixed
+
+
 _IMAGE_TYPES = frozenset({DType.FLOAT, DType.FLOAT16, DType.BFLOAT16, DType.DOUBLE, DType.UINT8})
 
 
-def _unknown_sizes(shape: Sequence[object], image: bool) -> list[int]:
-    """The size each dim of an input takes where it is unknown: 2 (first) or 5; an image
-    (``image``: a 4-D input of a model with convolutions or pooling) batch 1, even at fixed
-    sides (a 960 x 960 detector's calibration exposes every value of each image), and sides
-    of IMAGE_SIDE, its channels last where the last dim is a known 1 to 4 and the second is
-    not known (NHWC: TensorFlow's, sscd's)."""
+def _unknown_sizes(shape: Sequence[object], image: bool, sizes: InputSizes) -> list[int]:
+    """The size each dim of an input takes where it is unknown: ``sizes.first`` (first) or
+    ``sizes.other``; an image (``image``: a 4-D input of a model with convolutions or
+    pooling) batch 1, even at fixed sides (a 960 x 960 detector's calibration exposes every
+    value of each image), and sides of ``sizes.side``, its channels last where the last dim
+    is a known 1 to 4 and the second is not known (NHWC: TensorFlow's, sscd's)."""
     if image and len(shape) == 4:
-        last = shape[3]
+        last, side = shape[3], sizes.side
         if isinstance(last, int) and 1 <= last <= 4 and not isinstance(shape[1], int):
-            return [1, IMAGE_SIDE, IMAGE_SIDE, DYNAMIC_OTHER]
-        return [1, DYNAMIC_OTHER, IMAGE_SIDE, IMAGE_SIDE]  # batch 1 even at fixed sides
-    return [DYNAMIC_BATCH if i == 0 else DYNAMIC_OTHER for i in range(len(shape))]
+            return [1, side, side, sizes.other]
+        return [1, sizes.other, side, side]  # batch 1 even at fixed sides
+    return [sizes.first if i == 0 else sizes.other for i in range(len(shape))]
 
 
 def range_error(want: np.ndarray, got: np.ndarray, *, scale: float = 0.0) -> tuple[float, float]:

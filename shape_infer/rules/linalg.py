@@ -13,14 +13,15 @@ from onnxforge.ir import Dim, DType, Op, Shape, TensorType
 from onnxforge.opset import schema_versions
 from onnxforge.shape_infer.broadcast import broadcast_shape, format_shape
 from onnxforge.shape_infer.engine import InferContext, shape_rule
-from onnxforge.shape_infer.symbolic import dim_product, is_unknown_symbol, same_dim
+from onnxforge.shape_infer.symbolic import dim_product, same_dim
 
 Inputs = Sequence[TensorType | None]
 
 
 def _contract(a: Dim, b: Dim, ctx: InferContext, shapes: str) -> None:
-    """The contracted dims of a product must be equal."""
-    if same_dim(a, b) or is_unknown_symbol(a) or is_unknown_symbol(b):
+    """The contracted dims of a product must be equal (an unnamed input dim too: random
+    inputs take the size the weight gives it)."""
+    if a is None or b is None or same_dim(a, b):
         return
     if isinstance(a, int) and isinstance(b, int):
         raise ShapeError(f"{shapes}: inner dims {a} and {b} differ")

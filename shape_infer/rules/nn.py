@@ -23,7 +23,13 @@ from onnxforge.ir import (
 )
 from onnxforge.opset import REDUCE_OPS, schema_versions
 from onnxforge.shape_infer.engine import InferContext, shape_rule
-from onnxforge.shape_infer.symbolic import dim_add, dim_ceildiv, dim_floordiv, dim_min, dim_mul
+from onnxforge.shape_infer.symbolic import (
+    dim_add,
+    dim_ceildiv,
+    dim_floordiv,
+    dim_min,
+    dim_mul,
+)
 
 Inputs = Sequence[TensorType | None]
 
@@ -156,6 +162,7 @@ def infer_conv(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | N
         return _fallback(op, inputs, ctx)
     if x.shape is not None:  # onnxruntime refuses an empty map and a window it cannot fit
         ctx.positive(*x.shape[2:], *shape[2:])
+        _must_equal(x.shape[1], _input(inputs, 1), 1, ctx, int(op.attr("group", 1)))
     return [TensorType(x.dtype, shape)]
 
 
@@ -167,12 +174,27 @@ _RECURRENT_POSITIVE = {"LSTM": ("batch",), "GRU": ("seq", "batch")}
 @shape_rule("LSTM", versions=schema_versions("LSTM"))
 @shape_rule("GRU", versions=schema_versions("GRU"))
 def infer_recurrent(op: Op, inputs: Inputs, ctx: InferContext) -> list[TensorType | None]:
-    """onnx's shapes, and the sizes onnxruntime needs (``_RECURRENT_POSITIVE``) as facts."""
+    """onnx's shapes, the sizes onnxruntime needs (``_RECURRENT_POSITIVE``) as facts, and
+    X's input_size taken equal to W's [num_directions, gates*hidden, input_size]."""
     x = inputs[0]
     if x is not None and x.shape is not None and len(x.shape) == 3:
         axes = {"seq": 0, "batch": 1} if not op.attr("layout", 0) else {"seq": 1, "batch": 0}
         ctx.positive(*(x.shape[axes[k]] for k in _RECURRENT_POSITIVE[op.op_type]))
+        _must_equal(x.shape[2], _input(inputs, 1), 2, ctx)
     return _fallback(op, inputs, ctx)
+
+
+def _must_equal(
+    dim: Dim, w: TensorType | None, axis: int, ctx: InferContext, scale: int = 1
+) -> None:
+    """Record that a data dim must equal a weight's (times ``scale``: Conv's group) where
+    the data's is symbolic (a model's name or an unnamed input dim) and the weight's known:
+    a size the weights fix (madmom's feature count, 138), which random inputs then take."""
+    if w is None or w.shape is None or len(w.shape) <= axis:
+        return
+    size = w.shape[axis]
+    if isinstance(size, int) and isinstance(dim, str):
+        ctx.assume(dim, size * scale)
 
 
 @shape_rule("ConvInteger", versions=schema_versions("ConvInteger"))

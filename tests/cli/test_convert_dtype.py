@@ -489,16 +489,17 @@ def test_weights_calibration_and_keep_float32_name_weights(tmp_path: Path) -> No
 def test_calibration_is_skipped_with_a_note_when_random_inputs_do_not_run(
     tmp_path: Path,
 ) -> None:
-    """Unknown dims get 2 and 5: a Reshape to rows of 4 cannot take 10 elements."""
+    """Unknown dims get 2 and 5, then 16 and 16: a Reshape to rows of 7 can take neither
+    10 nor 256 elements."""
     proto = parser.parse_model(
         """<ir_version: 8, opset_import: ["" : 17]>
-        g (float[N, S] x) => (float[M, 4] y) {
-            shape = Constant <value = int64[2] {-1, 4}> ()
+        g (float[N, S] x) => (float[M, 7] y) {
+            shape = Constant <value = int64[2] {-1, 7}> ()
             r = Reshape (x, shape)
             y = MatMul (r, w)
         }"""
     )
-    proto.graph.initializer.append(numpy_helper.from_array(np.eye(4, dtype=np.float32), "w"))
+    proto.graph.initializer.append(numpy_helper.from_array(np.eye(7, dtype=np.float32), "w"))
     path = tmp_path / "rows.onnx"
     onnx.save(proto, path)
     out = tmp_path / "out.onnx"
@@ -514,16 +515,42 @@ def test_calibration_is_skipped_with_a_note_when_random_inputs_do_not_run(
     assert {i.name: i.data_type for i in onnx.load(out).graph.initializer}["w"] == 10
 
 
+def test_a_model_too_large_for_the_smaller_sides_is_calibrated_at_the_larger(
+    tmp_path: Path,
+) -> None:
+    """Random calibration sets alternate image sides of 64 and 32; a 40 x 40 window does not
+    fit 32, so the calibration runs on five sets of 64 instead of being skipped."""
+    proto = parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[N, 3, H, W] x) => (float[N, 2, A, B] y) {
+            y = Conv (x, w)
+        }"""
+    )
+    weight = np.random.default_rng(0).standard_normal((2, 3, 40, 40)).astype(np.float32)
+    proto.graph.initializer.append(numpy_helper.from_array(weight, "w"))
+    path = tmp_path / "window.onnx"
+    onnx.save(proto, path)
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(
+        app, ["convert", str(path), "--dtype", "float16", "-o", str(out), "--json", "-"]
+    )
+    assert result.exit_code == 0, result.output
+    calibration = json.loads(result.stdout)["precision"]["calibration"]
+    assert "skipped" not in calibration and calibration["input_sets"] == 5
+    assert "no calibration" not in result.stderr
+
+
 def test_without_calibration_a_float16_op_onnxruntime_crashes_loading_still_stays_float32(
     tmp_path: Path,
 ) -> None:
-    """Random inputs do not run this model (rows of 4 from 2 x 5 x 16 elements), so the
-    calibration is skipped; the Transpose of a batch axis feeding a MatMul that crashes
-    onnxruntime 1.31's optimizer at load (onnxruntime#28392) is still found and kept."""
+    """Random inputs do not run this model (blocks of 7 rows from 2 x 5 or 16 x 16 rows),
+    so the calibration is skipped; the Transpose of a batch axis feeding a MatMul that
+    crashes onnxruntime 1.31's optimizer at load (onnxruntime#28392) is still found and
+    kept."""
     proto = parser.parse_model(
         """<ir_version: 8, opset_import: ["" : 17]>
-        g (float[N, S, 16] x) => (float[M, 4, 10] y) {
-            shape = Constant <value = int64[3] {4, -1, 16}> ()
+        g (float[N, S, 16] x) => (float[M, 7, 10] y) {
+            shape = Constant <value = int64[3] {7, -1, 16}> ()
             r = Reshape (x, shape)
             t = Transpose <perm = [1, 0, 2]> (r)
             y = MatMul (t, w)
@@ -550,7 +577,7 @@ def test_without_calibration_a_float16_op_onnxruntime_crashes_loading_still_stay
     assert list(calibration["kept_float32"]) == ["t"]
     assert "fails on the model with it in float16" in calibration["kept_float32"]["t"]
     assert not _crashes(out)
-    x = np.random.default_rng(6).standard_normal((2, 8, 16)).astype(np.float32)
+    x = np.random.default_rng(6).standard_normal((2, 7, 16)).astype(np.float32)
     want = run_onnxruntime(str(path), {"x": x})[0]
     got = run_onnxruntime(str(out), {"x": x})[0]
     assert np.abs(got - want).max() <= HALF_TOLERANCE * np.ptp(want)

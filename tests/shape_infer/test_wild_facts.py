@@ -166,3 +166,30 @@ def test_reshape_after_an_lstm_keeps_batch_and_sequence() -> None:
         [{"S": s, "B": b} for s, b in sizes],
     )
     assert shapes[0] == ("S", "B", 4)
+
+
+@pytest.mark.parametrize(
+    ("body", "weights", "want"),
+    [
+        ("y, h, c = LSTM <hidden_size = 2> (x, w, r)",
+         {"w": (1, 8, 7), "r": (1, 8, 2)}, ("F", 7)),
+        ("y, h = GRU <hidden_size = 2> (x, w, r)",
+         {"w": (2, 6, 7), "r": (2, 6, 2)}, ("F", 7)),
+        ("y = Conv <group = 2> (x, w)", {"w": (4, 3, 1, 1)}, ("F", 6)),
+        ("y = MatMul (x, w)", {"w": (4, 7)}, ("F", 4)),
+    ],
+)  # fmt: skip
+def test_a_data_dim_a_weight_fixes_is_an_assumption(body, weights, want) -> None:
+    """madmom's [frames, features] input reaches an LSTM whose W fixes the features (138):
+    inference records it, and random inputs take that size (``sizes_fixed_by_weights``)."""
+    rng = np.random.default_rng(0)
+    inputs = {k: rng.standard_normal(s).astype(np.float32) for k, s in weights.items()}
+    rank = 4 if "Conv" in body else 3
+    dims = "S, F, H, W" if rank == 4 else "S, B, F"
+    model = model_from_text(
+        f'<ir_version: 8, opset_import: ["" : 17]> g (float[{dims}] x) => (float y) {{ {body} }}',
+        **inputs,
+    )
+    report = infer(model, verify=False)
+    found = [(a.a, a.b) for a in report.assumptions]
+    assert found == [want]
