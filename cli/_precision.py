@@ -124,7 +124,8 @@ def calibration_json(calibration: Calibration | None, name: str) -> dict[str, An
         "aim": found.tolerance,
         "weights_only": calibration.weights_only,
         "errors": found.errors,
-        "decided_on": found.judged,
+        "decided_on": {n: w for n, w in found.judged.items() if n not in found.estimates},
+        "estimated": {n: w for n, w in found.judged.items() if n in found.estimates},
         "picks_flipped": {name: list(n) for name, n in found.flipped.items() if n[0]},
         "kept_float32": found.keep,
     }

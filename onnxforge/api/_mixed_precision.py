@@ -195,7 +195,9 @@ class Calibration:
     def _judge(self) -> Chosen:
         """The keep set, or the error saying what to change when the budget is not met."""
         assert self.result is not None
-        over = {n: e for n, e in self.result.errors.items() if not e <= self.budget}
+        errors, estimates = self.result.errors, self.result.estimates
+        # the estimates steer the rounds; the outputs (and decided-on values) are judged
+        over = {n: e for n, e in errors.items() if not e <= self.budget and n not in estimates}
         if over:
             judged = self.result.judged
             worst = ", ".join(

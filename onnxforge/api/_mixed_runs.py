@@ -26,8 +26,10 @@ from onnxforge._runtime_child import run_in_child
 from onnxforge.api._decisions import find_decisions, pin, tally_flips
 from onnxforge.api.compare import (
     HALF_TOLERANCE,
+    middle_error,
     output_scales,
     range_error,
+    saturating_inputs,
 )
 from onnxforge.errors import OnnxForgeError
 from onnxforge.ir import (
@@ -82,6 +84,8 @@ class MixedPrecision:
     in ``errors`` that are not graph outputs, those a decision is made on (``_decisions``),
     name -> which; ``flipped``: per decision, the picks the last conversion made otherwise
     than the original (it was measured with the original's), and of how many.
+    ``estimates``: the values in ``errors`` that estimate a saturating output where it is not
+    saturated (``middle_error``), named in ``judged`` too.
     """
 
     keep: dict[str, str]
@@ -91,11 +95,13 @@ class MixedPrecision:
     store_kept_weights: bool = False
     judged: dict[str, str] = field(default_factory=dict)
     flipped: dict[str, tuple[int, int]] = field(default_factory=dict)
+    estimates: frozenset[str] = frozenset()
 
     @property
     def met(self) -> bool:
-        """Every output is within the tolerance."""
-        return all(e <= self.tolerance for e in self.errors.values())
+        """Every output (and decided-on value) is within the tolerance; ``estimates`` steer
+        the rounds, and are not held to it."""
+        return all(e <= self.tolerance for n, e in self.errors.items() if n not in self.estimates)
 
 
 def _target(dtype: str, feeds: Feeds) -> int:
@@ -158,6 +164,13 @@ class _Runs:
         self.judged = {n: w for n, w in self.decisions.judged.items() if n not in self.outputs}
         self.outputs += list(self.judged)
         self.scales = output_scales(self.base, also=self.judged)  # the outputs' errors' scales
+        # A Sigmoid's output is also estimated where it is not saturated, from
+        # its input: the rounds aim at it, the result is judged by the outputs themselves.
+        self.middles = {
+            n: how for n, how in saturating_inputs(self.base).items() if n not in self.outputs
+        }
+        self.outputs += list(self.middles)
+        self.judged.update({n: how.about for n, how in self.middles.items()})
         self.picks: list[dict[str, np.ndarray]] | None = None  # the float32 model's, per set
         self.flipped: dict[str, tuple[int, int]] = {}  # by the last conversion run
         self.floats: set[str] = set()  # float32 values, by what the float32 run returned
@@ -207,7 +220,7 @@ class _Runs:
             logger.info("mixed precision round %d: largest output error %.3g", rounds, worst)
             found = MixedPrecision(
                 dict(keep), measured.outputs, rounds, self.tolerance, judged=self.judged,
-                flipped=dict(self.flipped),
+                flipped=dict(self.flipped), estimates=frozenset(self.middles),
             )  # fmt: skip
             if best is None or worst < max(best.errors.values(), default=0.0):
                 best = found
@@ -299,9 +312,17 @@ class _Runs:
                     done.extra[key] = max(done.extra.get(key, 0.0), number)
                 for name in self.outputs:
                     if name in w and name in g and name not in self.random:
-                        error = range_error(w[name], g[name], scale=self.scales.get(name, 0.0))[1]
+                        error = self._output_error(name, w[name], g[name])
                         done.outputs[name] = max(done.outputs.get(name, 0.0), error)
         return done
+
+    def _output_error(self, name: str, want: np.ndarray, got: np.ndarray) -> float:
+        """An output's (or judged value's) error as the rounds measure it: over its range
+        or its bounds (``range_error``), or for a saturating output's input, the output's
+        estimated where it is not saturated (``middle_error``)."""
+        if name in self.middles:
+            return middle_error(want, got, self.middles[name])
+        return range_error(want, got, scale=self.scales.get(name, 0.0))[1]
 
     def _float32(
         self, names: Sequence[str], sets: range, *, save: bool = True

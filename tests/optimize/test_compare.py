@@ -9,9 +9,12 @@ import pytest
 
 from onnxforge.api.compare import (
     InputSizes,
+    Saturating,
     compare_on_onnxruntime,
+    middle_error,
     random_inputs,
     range_error,
+    saturating_inputs,
 )
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import save
@@ -253,3 +256,27 @@ def test_unknown_dims_take_the_given_sizes_in_turn() -> None:
         w=np.ones((2, 3, 1, 1), np.float32),
     )
     assert {f["x"].shape for f in random_inputs(fixed, 2, sizes=sizes)} == {(1, 3, 16, 16)}
+
+
+def test_saturating_outputs_are_found_through_moves_and_not_through_arithmetic() -> None:
+    model = model_from_text(
+        HEADER + " g (float[N, 4] x) => (float[4, N] q, float[N, 4] r, float[N, 4] s,"
+        " float[N, 4] p) {"
+        " z = Relu(x)  sg = Sigmoid(z)  q = Transpose(sg)  t = Sigmoid(z)  r = Mul(t, t)"
+        " s = Sigmoid(x)  p = Softmax<axis = 1>(z) }"
+    )
+    # r is arithmetic on a Sigmoid; s reads a graph input, which nothing rounds but the
+    # input's own cast; a Softmax's margin on random logits of hundreds is no measure
+    assert saturating_inputs(model) == {"z": Saturating("q")}
+
+
+def test_middle_error_reads_the_least_saturated_elements_at_a_quarter() -> None:
+    want = np.array([-40.0, -30.0, 2.0, 35.0, np.inf], np.float32)
+    got = want + np.array([4.0, 4.0, 0.2, -4.0, 0.0], np.float32)
+    sigmoid = Saturating("p")
+    assert middle_error(want, got, sigmoid) == pytest.approx(0.05)  # the 2.0's 0.2 / 4
+    many = np.linspace(-50, 50, 1000)  # the 10 nearest 0 are read
+    moved = many + np.where(np.abs(many) < 0.5, 0.08, 3.0)
+    assert middle_error(many, moved, sigmoid) == pytest.approx(0.02)
+    assert middle_error(want, want[:2], sigmoid) == np.inf
+    assert middle_error(want[:4], want[:4] + np.array([0, 0, np.nan, 0]), sigmoid) == np.inf

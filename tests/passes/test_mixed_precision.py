@@ -645,3 +645,36 @@ g (float[16, 8] x) => (float[16, 8] y) {
     again = chooser._pick(measured, {}, ["y"])
     assert chooser.stalls == 1
     assert set(first) < set(again) == {"big", "small"}
+
+
+SATURATED = """
+g (float[16, 8] x) => (float[16, 1] p) {
+  z = MatMul (x, w)
+  p = Sigmoid (z)
+}"""
+"""z = x . w with weights of about 1000: random inputs give |z| of hundreds, where the Sigmoid
+is flat; float16's rounding of the products (0.5 at 1000) moves z by about 1 everywhere."""
+
+
+def test_a_saturated_sigmoid_is_measured_where_it_is_not_saturated() -> None:
+    """Random inputs make p exactly 0 or 1, float16 or not, so the outputs alone keep
+    nothing; an input near the middle (z about 0) is then off by about a quarter. The rounds
+    aim at the error z carries where |z| is least, times the Sigmoid's slope there, 1/4."""
+    w = (1000 * RNG.standard_normal((8, 1))).astype(np.float32)
+    model = _model(SATURATED, w=w)
+    feeds = [{"x": RNG.standard_normal((16, 8)).astype(np.float32)} for _ in range(2)]
+    plain, error = _half_error(model, {}, feeds[0])
+    assert error == 0.0  # saturated: the output hides it
+    found = choose_float32_ops(model, "float16", feeds)
+    assert "z" in found.keep and found.met
+    assert found.estimates == {"z"} and found.judged["z"].startswith("Sigmoid's input")
+    assert found.errors["z"] <= HALF_TOLERANCE / 2
+    middle = np.zeros((16, 8), np.float32)  # z near 0: the Sigmoid's steepest
+    middle[:, 0] = 0.3 / w[0, 0] * np.arange(16)
+    middle[:, 1] = RNG.standard_normal(16).astype(np.float32)
+    middle[:, 0] -= middle[:, 1] * w[1, 0] / w[0, 0]
+    want = _evaluate(model, {"x": middle})
+    assert np.ptp(want) > 0.4  # not saturated
+    _, unkept = _half_error(model, {}, {"x": middle})
+    _, kept = _half_error(model, found.keep, {"x": middle})
+    assert unkept > HALF_TOLERANCE and kept <= HALF_TOLERANCE
