@@ -144,9 +144,9 @@ class _Chooser(_Runs):
             self.store_kept_weights = False
             return chosen
         measured = self._measure_round(conv)
-        worst = max(measured.outputs.values(), default=0.0)
-        if self.refused or not worst <= self.tolerance:  # the estimates too: a Sigmoid's
-            # input near 0 moved 4e-2 of Multilingual det's range with them stored
+        # the estimates too: a Sigmoid's input near 0 moved 4e-2 of Multilingual det's range
+        if self.refused or not all(e <= self.tolerance for e in measured.outputs.values()):
+            worst = max(measured.outputs.values(), default=0.0)
             logger.info("mixed precision: the kept ops' weights stay float32 (stored %s: %.3g)",
                         _name(self.target), worst)  # fmt: skip
             self.store_kept_weights = False

@@ -41,6 +41,7 @@ from onnxforge.api.compare import (
     InputSizes,
     half_tolerance,
     random_inputs,
+    sizes_fixed_by_weights,
 )
 from onnxforge.errors import OnnxForgeError
 from onnxforge.ir import (
@@ -143,8 +144,9 @@ class Calibration:
         none runs, nothing is chosen and a note says why."""
         first: UnrunnableError | None = None
         tried: set[frozenset[tuple[tuple[str, tuple[int, ...]], ...]]] = set()
+        fixed = sizes_fixed_by_weights(model)  # once: it infers shapes on a copy
         for sizes in (CALIBRATION_SIZES, *((one,) for one in CALIBRATION_SIZES)):
-            feeds = random_inputs(model, self.runs, seed=0, sizes=sizes)
+            feeds = random_inputs(model, self.runs, seed=0, sizes=sizes, fixed=fixed)
             shapes = frozenset(tuple((n, a.shape) for n, a in f.items()) for f in feeds)
             if shapes in tried:
                 continue  # no image sides, or one set: the same sizes fail the same way

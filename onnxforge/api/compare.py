@@ -84,7 +84,12 @@ not allocated."""
 
 
 def random_inputs(
-    model: Model, runs: int, *, seed: int = 0, sizes: Sequence[InputSizes] = CHECK_SIZES
+    model: Model,
+    runs: int,
+    *,
+    seed: int = 0,
+    sizes: Sequence[InputSizes] = CHECK_SIZES,
+    fixed: Mapping[object, int] | None = None,
 ) -> list[dict[str, np.ndarray]]:
     """``runs`` sets of inputs for the model's graph inputs (initializer defaults excluded):
     floats standard normal, integers and bools in [0, 2) so ids and masks stay valid (an
@@ -93,11 +98,13 @@ def random_inputs(
     the size the weights fix (``sizes_fixed_by_weights``), else ``sizes`` in turn, one per
     set: 2 (first) or 5 (others) by default (fix them with --input-shape), an image's batch
     1 and sides 64 (``_unknown_sizes``); a named dim the size it has where it first appears
-    in the set."""
+    in the set. ``fixed``: what ``sizes_fixed_by_weights`` gives, when the caller has it (it
+    infers shapes on a copy of the model)."""
     rng = np.random.default_rng(seed)
     inputs = [v for v in model.graph.inputs if v.const is None]
     image = any(op.op_type in WINDOWED for op in model.graph.ops)
-    fixed = sizes_fixed_by_weights(model)
+    if fixed is None:
+        fixed = sizes_fixed_by_weights(model)
     sets = []
     for index in range(runs):
         feeds: dict[str, np.ndarray] = {}

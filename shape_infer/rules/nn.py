@@ -23,13 +23,7 @@ from onnxforge.ir import (
 )
 from onnxforge.opset import REDUCE_OPS, schema_versions
 from onnxforge.shape_infer.engine import InferContext, shape_rule
-from onnxforge.shape_infer.symbolic import (
-    dim_add,
-    dim_ceildiv,
-    dim_floordiv,
-    dim_min,
-    dim_mul,
-)
+from onnxforge.shape_infer.symbolic import dim_add, dim_ceildiv, dim_floordiv, dim_min, dim_mul
 
 Inputs = Sequence[TensorType | None]
 
