@@ -589,6 +589,48 @@ g (float[4, 8] x) => (float[4, 16] d) {{
     assert range_error(want, got)[1] <= HALF_TOLERANCE / 2
 
 
+def test_where_the_stored_weights_miss_the_budget_more_ops_stay_float32_for_them() -> None:
+    """a passes 65504 and stays float32 with its reader s; w1 sits just above float16's
+    grid (0.9 of half a step, every element the same share), so storing it in float16 moves
+    s by 2.2e-4 of itself, all one way. The ops alone meet the budget (1.8e-4 of d's range);
+    with w1 stored the output misses it (3.3e-4), and a further round keeps c1 in float32
+    too, which costs no bytes, so w1 is stored and the output meets it."""
+    rng = np.random.default_rng(8)
+    w = np.clip(2e4 * rng.standard_normal((8, 16)), -6e4, 6e4).astype(np.float16)
+    w1 = (w.astype(np.float32) * np.float32(1 + 0.9 * 2**-12)).astype(np.float32)
+    w3 = rng.standard_normal((8, 16)).astype(np.float32)
+    model = _model("""
+g (float[4, 8] x) => (float[4, 16] d) {
+  a = MatMul (x, w1)
+  k = Constant <value = float {0.001}> ()
+  s = Mul (a, k)
+  c1 = Mul (x, x)
+  c2 = Mul (c1, x)
+  c3 = Sum (c2, x, c1)
+  c4 = MatMul (c3, w3)
+  d = Add (s, c4)
+}""", w1=w1, w3=w3)  # fmt: skip
+    tolerance = 2.5e-4
+    alone = choose_float32_ops(model, "float16", FEEDS, tolerance=tolerance, max_rounds=1)
+    assert set(alone.keep) == {"a", "s"} and alone.met and not alone.store_kept_weights
+    found = choose_float32_ops(model, "float16", FEEDS, tolerance=tolerance)
+    assert found.met and found.store_kept_weights
+    assert set(found.keep) > {"a", "s"}
+    assert found.rounds > 2
+    half = from_proto(to_proto(model))
+    done = ConvertPrecisionPass(
+        "float16", keep_float32=found.keep, store_kept_weights=True, asked={}
+    )(half)
+    assert done.details.get("weights_compressed") == ["w1"]
+    want = _evaluate(model, FEEDS[0])  # float16 computed in float16, as a GPU does
+    assert range_error(want, _evaluate(half, FEEDS[0]))[1] <= tolerance
+    stored_too = from_proto(to_proto(model))  # the first round's ops, w1 stored
+    ConvertPrecisionPass(
+        "float16", keep_float32=alone.keep, store_kept_weights=True, asked={}
+    )(stored_too)
+    assert range_error(want, _evaluate(stored_too, FEEDS[0]))[1] > tolerance
+
+
 def test_when_no_round_meets_the_budget_the_round_that_measured_least_stands(
     tmp_path: Any,
 ) -> None:
