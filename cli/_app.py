@@ -173,12 +173,13 @@ PinDefaults = Annotated[
     typer.Option(
         "--pin-defaults/--no-pin-defaults",
         help="Treat initializers listed as graph inputs (every one in IR < 4 models) as "
-        "constants, so they fold: they stop being inputs a caller may override, and "
+        "constants, so they fold (and --dtype or --weights convert them): they stop being "
+        "inputs a caller may override, and "
         "ir_version becomes 4. onnxsim and onnxslim do this without asking. Default: off.",
         show_default=False,
     ),
 ]
-"""--pin-defaults, on fold and optimize."""
+"""--pin-defaults, on fold, optimize and convert."""
 FoldLimit = Annotated[
     str,
     typer.Option(

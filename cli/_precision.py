@@ -9,6 +9,7 @@ __all__ = [
     "KeepFloat32",
     "calibration_for",
     "calibration_json",
+    "defaults_note",
     "keep_list",
 ]
 
@@ -24,6 +25,8 @@ from onnxforge.api._mixed_precision import (
     load_calibration,
 )
 from onnxforge.cli._app import note
+from onnxforge.ir import DType, Model, Tensor
+from onnxforge.passes.convert_precision import MIN_WEIGHT_ELEMENTS
 
 KeepFloat32 = Annotated[
     str,
@@ -129,3 +132,27 @@ def calibration_json(calibration: Calibration | None, name: str) -> dict[str, An
         "picks_flipped": {name: list(n) for name, n in found.flipped.items() if n[0]},
         "kept_float32": found.keep,
     }
+
+
+def defaults_note(model: Model, what: str) -> str | None:
+    """The line saying that the float32 weights ``model`` (converted by ``what``) still lists
+    as graph inputs kept their type, as every input does (a caller may override them; an
+    older exporter lists every weight so), and that --pin-defaults makes them constants that
+    convert; None when there are none."""
+    inputs = set(model.graph.inputs)
+    kept = [
+        v.const
+        for v in model.graph.initializers
+        if v in inputs
+        and isinstance(v.const, Tensor)
+        and v.const.dtype == DType.FLOAT
+        and v.const.size >= MIN_WEIGHT_ELEMENTS
+    ]
+    if not kept:
+        return None
+    size = sum(t.nbytes for t in kept) / 1e6
+    return (
+        f"{len(kept)} float32 weights ({size:.1f} MB) are also graph inputs, defaults a caller "
+        f"may override, and stay float32 after {what}; --pin-defaults makes them constants "
+        "that convert"
+    )

@@ -8,6 +8,7 @@ __all__ = ["convert"]
 import gc
 import time
 from collections import Counter
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -19,6 +20,7 @@ from onnxforge.api._mixed_precision import (
     WEIGHTS_TOLERANCE,
     Calibration,
 )
+from onnxforge.api._optimize import pin_input_defaults
 from onnxforge.api.compare import (
     BFLOAT16_TOLERANCE,
     HALF_TOLERANCE,
@@ -31,6 +33,7 @@ from onnxforge.cli._app import (
     Json,
     ModelArg,
     OutputOption,
+    PinDefaults,
     Quiet,
     Strict,
     begin,
@@ -40,6 +43,7 @@ from onnxforge.cli._app import (
     guard_for,
     load_valid,
     model_name,
+    note,
     output_for,
     prepare_output,
     reading,
@@ -56,13 +60,16 @@ from onnxforge.cli._precision import (
     KeepFloat32,
     calibration_for,
     calibration_json,
+    defaults_note,
     keep_list,
 )
 from onnxforge.cli._progress import LONG_WRITE, PassProgress, long_graph, progress
 from onnxforge.errors import AdapterError
 from onnxforge.io import save, write
+from onnxforge.ir import Model
 from onnxforge.passes import (
     ConvertPrecisionPass,
+    Instrument,
     Pass,
     PassManager,
     PassResult,
@@ -162,6 +169,7 @@ def convert(
     external_data: ExternalData = None,
     strict: Strict = False,
     allow_cast: AllowCast = False,
+    pin_defaults: PinDefaults = False,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -235,6 +243,7 @@ def convert(
             converter = None if opset is None else ConvertOpsetPass(opset, allow_cast=allow_cast)
             precision = _precision_pass(dtype, weights_as, keep_io_types, keep, mixed)
             start = time.perf_counter()
+            pinned = pin_input_defaults(loaded) if pin_defaults else 0
             stale = ReplaceStaleTypesPass(strict=strict)(loaded).details.get("stale_types", [])
             warn_stale(name, stale)
             report: dict[str, Any] = {
@@ -266,10 +275,12 @@ def convert(
                 return
             assert out is not None
             stats: dict[str, int] = {}
+            if pinned:
+                stats["input_defaults_pinned"] = pinned
             if converter is not None:
                 with progress(f"converting to opset {opset}", expected_long=long) as step:
                     PassProgress(step, "converting").before_pass(converter, loaded)
-                    stats = dict(converter(loaded).stats)
+                    stats.update(converter(loaded).stats)
             if precision is not None:
                 what = f"converting to {dtype or weights_as}"
                 if mixed is not None:
@@ -278,19 +289,23 @@ def convert(
                     done = precision(loaded)
                 report["precision"] = _precision_json(precision, done)
                 report["precision"]["calibration"] = calibration_json(mixed, name)
+                kept = defaults_note(loaded, f"--{'dtype' if dtype else 'weights'}")
+                if kept is not None:
+                    note(f"{name}: {kept}")
+                    report["notes"] = [kept]
             report["seconds"] = round(time.perf_counter() - start, 4)
             weights = sum(v.const.nbytes for v in loaded.graph.initializers if v.const is not None)
-            guard = guard_for(
-                source,
-                name,
-                lambda m, instruments: PassManager(
-                    [
-                        ReplaceStaleTypesPass(strict=strict),
-                        *_passes(opset, allow_cast, precision),
-                    ],
-                    instruments=instruments,
-                ).run(m),
-            )
+
+            def replay(again: Model, instruments: Sequence[Instrument]) -> None:
+                if pin_defaults:
+                    pin_input_defaults(again)
+                passes = [
+                    ReplaceStaleTypesPass(strict=strict),
+                    *_passes(opset, allow_cast, precision),
+                ]
+                PassManager(passes, instruments=instruments).run(again)
+
+            guard = guard_for(source, name, replay)
             report["ir_version"] = {"before": ir_before, "after": loaded.ir_version}
             if not check:
                 with progress(

@@ -61,6 +61,7 @@ from onnxforge.cli._precision import (
     KeepFloat32,
     calibration_for,
     calibration_json,
+    defaults_note,
     keep_list,
 )
 from onnxforge.cli._progress import LONG_WRITE, PassProgress, long_graph, progress
@@ -303,6 +304,8 @@ def optimize(
                 if row.pass_name.strip() == "fold-constants":
                     folding.update(row.stats)
             explained = pin_defaults_note(folding, loaded)
+            if dtype is not None and explained is None:
+                explained = defaults_note(loaded, "--dtype")
             rank_notes = []
             if toolchain is not None and not shapes:
                 rank_notes = dynamic_rank_notes(PROFILES[toolchain], loaded)

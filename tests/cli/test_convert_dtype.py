@@ -192,6 +192,49 @@ def test_weights_float16_halves_the_weights_and_computes_in_float32(tmp_path: Pa
         np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-3 * float(np.abs(a).max()))
 
 
+@pytest.mark.parametrize("mode", ["--dtype", "--weights"])
+def test_weights_listed_as_inputs_stay_float32_with_a_note_until_pinned(
+    tmp_path: Path, mode: str
+) -> None:
+    """An exporter that lists every initializer as a graph input (qonnx's espcn, IR 6) makes
+    them defaults a caller may override: inputs, which keep their type, so the file does not
+    shrink; a note names --pin-defaults, which makes them constants that convert."""
+    path = _write(tmp_path)
+    proto = onnx.load(path)
+    proto.ir_version = 6
+    proto.graph.input.extend(
+        onnx.helper.make_tensor_value_info(i.name, i.data_type, list(i.dims))
+        for i in proto.graph.initializer
+    )
+    onnx.save(proto, path)
+    before = path.read_bytes()
+    kept, pinned = tmp_path / "kept.onnx", tmp_path / "pinned.onnx"
+    report = tmp_path / "report.json"
+    args = ["convert", str(path), mode, "float16", "--calibrate", "0"]
+    result = runner.invoke(app, [*args, "-o", str(kept), "--json", str(report)])
+    assert result.exit_code == 0, result.output
+    assert "5 float32 weights (0.0 MB) are also graph inputs" in result.stderr
+    assert "--pin-defaults makes them constants" in result.stderr
+    assert json.loads(report.read_text())["notes"][0].startswith("5 float32 weights")
+    written = onnx.load(kept)
+    floats = {i.name for i in written.graph.initializer if i.data_type == TensorProto.FLOAT}
+    assert floats == {"w1", "w3", "scale", "bias", "w2"}
+    result = runner.invoke(app, [*args, "--pin-defaults", "-o", str(pinned)])
+    assert result.exit_code == 0, result.output
+    assert "graph inputs" not in result.stderr
+    assert "input_defaults_pinned" in result.stderr
+    written = onnx.load(pinned)
+    assert [i.name for i in written.graph.input] == ["x", "keep"]
+    floats = {i.name for i in written.graph.initializer if i.data_type == TensorProto.FLOAT}
+    # --dtype keeps the LayerNormalization float32 (its 1e-12 epsilon), and its weights
+    assert floats == ({"scale", "bias"} if mode == "--dtype" else set())
+    assert pinned.stat().st_size < kept.stat().st_size
+    assert path.read_bytes() == before
+    want = run_onnxruntime(onnx.load(path), FEEDS)
+    for out in (kept, pinned):
+        _close(want, run_onnxruntime(onnx.load(out), FEEDS), HALF_TOLERANCE)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
