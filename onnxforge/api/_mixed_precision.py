@@ -59,7 +59,8 @@ CALIBRATION_SIZES = (InputSizes(), InputSizes(side=32, first=16, other=16))
 sizes, then an image's sides of 32 and other dims of 16. What a half op's error is depends
 on the size: ch_PP-OCRv2_rec, calibrated at 64 x 64, was 1.2e-2 off at 32 x 32; madmom's
 LSTM, calibrated on 2 frames, was 1.1e-3 off on 16. A model that does not run at one of
-them is calibrated at the other alone."""
+them is calibrated at the other alone. Each size is drawn twice in turn, as noise and
+then, for an image, as a scene (``_recipes``)."""
 
 MARGIN = 0.5
 """A calibration aims at this share of the budget, and accepts up to all of it: its input
@@ -74,6 +75,12 @@ class Chosen(dict[str, str]):
     def __init__(self, keep: Mapping[str, str], *, store_kept_weights: bool = False) -> None:
         super().__init__(keep)
         self.store_kept_weights = store_kept_weights
+
+
+def _recipes(sizes: Sequence[InputSizes]) -> tuple[InputSizes, ...]:
+    """``sizes`` as noise, then as scenes: an image's random calibration sets alternate
+    the two (a model without an image input gets noise of the same sizes in both)."""
+    return (*sizes, *(one._replace(scene=True) for one in sizes))
 
 
 def load_calibration(folder: Path) -> list[dict[str, np.ndarray]]:
@@ -146,7 +153,7 @@ class Calibration:
         tried: set[frozenset[tuple[tuple[str, tuple[int, ...]], ...]]] = set()
         fixed = sizes_fixed_by_weights(model)  # once: it infers shapes on a copy
         for sizes in (CALIBRATION_SIZES, *((one,) for one in CALIBRATION_SIZES)):
-            feeds = random_inputs(model, self.runs, seed=0, sizes=sizes, fixed=fixed)
+            feeds = random_inputs(model, self.runs, seed=0, sizes=_recipes(sizes), fixed=fixed)
             shapes = frozenset(tuple((n, a.shape) for n, a in f.items()) for f in feeds)
             if shapes in tried:
                 continue  # no image sides, or one set: the same sizes fail the same way

@@ -258,6 +258,44 @@ def test_unknown_dims_take_the_given_sizes_in_turn() -> None:
     assert {f["x"].shape for f in random_inputs(fixed, 2, sizes=sizes)} == {(1, 3, 16, 16)}
 
 
+@pytest.mark.parametrize(
+    ("declared", "dtype", "low", "high"),
+    [("float[N, 3, H, W]", np.float32, -2.0, 2.0), ("uint8[N, H, W, 3]", np.uint8, 0, 255)],
+)
+def test_a_scene_is_flat_bars_on_a_flat_background_within_the_inputs_range(
+    declared: str, dtype: type, low: float, high: float
+) -> None:
+    """Noise keeps a detector's map saturated where a real image does not: a scene is flat
+    regions with edges between them, in either layout; a set without ``scene`` is noise."""
+    body = (
+        "y = Conv(x, w)"
+        if dtype == np.float32
+        else "f = Cast<to = 1>(x)  t = Transpose<perm = [0, 3, 1, 2]>(f)  y = Conv(t, w)"
+    )
+    model = model_from_text(
+        HEADER + f" g ({declared} x) => (float[N, 2, H, W] y) {{ {body} }}",
+        w=np.ones((2, 3, 1, 1), np.float32),
+    )
+    scene, noise = random_inputs(model, 2, sizes=(InputSizes(scene=True), InputSizes()))
+    image = scene["x"] if dtype == np.uint8 else scene["x"].transpose(0, 2, 3, 1)
+    assert image.shape == (1, 64, 64, 3) and image.dtype == dtype
+    assert low <= image.min() and image.max() <= high
+    colors = {tuple(p) for p in image.reshape(-1, 3)}
+    assert 2 <= len(colors) <= 12  # a background and at most 11 bars
+    across = np.mean(np.all(image[:, :, 1:] == image[:, :, :-1], axis=-1))
+    assert across > 0.8  # flat but at the bars' edges
+    pixels = noise["x"] if dtype == np.uint8 else noise["x"].transpose(0, 2, 3, 1)
+    assert len({tuple(p) for p in pixels.reshape(-1, 3)}) > 4000  # noise: nearly all differ
+
+
+def test_scene_sets_of_a_model_without_an_image_input_are_noise() -> None:
+    model = model_from_text(HEADER + " g (float[N, K] x) => (float[N, K] y) { y = Relu(x) }")
+    scene = random_inputs(model, 2, sizes=(InputSizes(scene=True),))
+    noise = random_inputs(model, 2, sizes=(InputSizes(),))
+    for a, b in zip(scene, noise, strict=True):
+        np.testing.assert_array_equal(a["x"], b["x"])
+
+
 def test_saturating_outputs_are_found_through_moves_and_not_through_arithmetic() -> None:
     model = model_from_text(
         HEADER + " g (float[N, 4] x) => (float[4, N] q, float[N, 4] r, float[N, 4] s,"
