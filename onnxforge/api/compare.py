@@ -71,7 +71,7 @@ WINDOWED = frozenset({"Conv", "ConvTranspose", "MaxPool", "AveragePool"})
 
 class InputSizes(NamedTuple):
     """The sizes random inputs give unknown dims: an image's sides, a first dim, the others;
-    and whether an image input is a ``scene`` (``_scene``) rather than noise."""
+    and whether an image input is a ``scene`` of dead leaves (``_scene``) rather than noise."""
 
     side: int = IMAGE_SIDE
     first: int = DYNAMIC_BATCH
@@ -159,11 +159,13 @@ def random_inputs(
 
 
 def _scene(rng: np.random.Generator, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
-    """An image as a scene: a flat background and 3 to 11 bars (strokes, blocks) of other
-    flat colors, each channel uniform in [-2, 2] (in [0, 255] for uint8 pixels); channels
-    last where the last dim is 1 to 4 and the second is not. Noise keeps a detector's map
-    saturated where real images do not: PP-OCRv3's text detector calibrated on noise was
-    1.3e-2 off on rendered text pages, calibrated on scenes 4.2e-3."""
+    """An image as a scene of dead leaves (the classic model of natural images' statistics):
+    a flat background under 20 to 59 flat rectangles, each side log-uniform from 1 pixel to
+    half the image's (many small, a few large: edges at every scale), each channel uniform
+    in [-2, 2] (in [0, 255] for uint8 pixels); channels last where the last dim is 1 to 4
+    and the second is not. Noise keeps a detector's map saturated where real images do
+    not: PP-OCRv3's Chinese text detector calibrated on noise alone was 1.4e-2 off on
+    rendered text pages, on noise and dead leaves 7.4e-3."""
     last = len(shape) == 4 and shape[3] <= 4 < shape[1]
     batch, height, width, channels = (
         (shape[0], shape[1], shape[2], shape[3])
@@ -174,11 +176,9 @@ def _scene(rng: np.random.Generator, shape: Sequence[int], dtype: np.dtype) -> n
     image = np.empty((batch, height, width, channels), np.float64)
     for item in image:
         item[:] = rng.uniform(low, high, channels)
-        for _ in range(int(rng.integers(3, 12))):
-            h = int(rng.integers(1, max(2, height // 6) + 1))
-            w = int(rng.integers(1, max(2, width // 2) + 1))
-            if rng.random() < 0.5:  # an upright bar
-                h, w = min(w, height), min(h, width)
+        for _ in range(int(rng.integers(20, 60))):
+            h = int(np.exp(rng.uniform(0, np.log(max(2, height // 2)))))
+            w = int(np.exp(rng.uniform(0, np.log(max(2, width // 2)))))
             y = int(rng.integers(0, height - h + 1))
             x = int(rng.integers(0, width - w + 1))
             item[y : y + h, x : x + w] = rng.uniform(low, high, channels)

@@ -723,8 +723,8 @@ def test_a_saturated_sigmoid_is_measured_where_it_is_not_saturated() -> None:
 
 
 def test_an_image_models_random_calibration_alternates_noise_and_scenes(monkeypatch: Any) -> None:
-    """Noise keeps a detector's map saturated where real images do not (PP-OCRv3's text
-    detector calibrated on noise alone was 1.3e-2 off on rendered text pages): each size is
+    """Noise keeps a detector's map saturated where real images do not (PP-OCRv3's Chinese text
+    detector calibrated on noise alone was 1.4e-2 off on rendered text pages): each size is
     calibrated on noise and on scenes; a model without an image input on noise alone."""
     seen: list[list[dict[str, np.ndarray]]] = []
 
@@ -741,6 +741,6 @@ def test_an_image_models_random_calibration_alternates_noise_and_scenes(monkeypa
     images = [f["x"] for f in seen[-1]]
     assert [a.shape[-1] for a in images] == [64, 32, 64, 32, 64]
     colors = [len({tuple(p) for p in a.transpose(0, 2, 3, 1).reshape(-1, 3)}) for a in images]
-    assert [c <= 12 for c in colors] == [False, False, True, True, False]
+    assert [c <= 60 for c in colors] == [False, False, True, True, False]
     Calibration("float16", runs=4)(_model(CANCELLATION))
     assert all(len(np.unique(f["x"])) == X.size for f in seen[-1])  # noise every time
