@@ -48,10 +48,9 @@ from onnxforge.shape_infer.symbolic import evaluate
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_ROUNDS = 16
+DEFAULT_MAX_ROUNDS = 12
 """Conversions the error step measures at most (each keeps the ops, or the weights, whose
-error grows most). Multilingual PP-OCRv3's detector, calibrated on dead leaves too, went
-3.4e-2, 2.6e-2, 1.8e-2 in rounds 9-11 and stopped at 12 past 1e-2."""
+error grows most)."""
 
 MEMORY_BUDGET = 1 << 30
 """Bytes of exposed values one run may return: above it, the values (or the input sets) are
