@@ -182,8 +182,12 @@ def report(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -> No
         lines.append(f"| `{r['id']}` | {r['bytes'] / 1e6:.1f} | {r['text_pixels']} | "
                      + " | ".join(cells) + " |")  # fmt: skip
     within = {m: sum(1 for r in records if r[m].get("error_max", 1.0) <= 1e-2) for m in MODES}
-    half = {m: sum(1 for r in records if r[m].get("size_ratio", 1.0) <= 0.55) for m in MODES}
-    lines += ["", "| mode | within 1e-2 on the pages | at most 0.55x |", "| --- | --- | --- |"]
+    half = {  # of the outputs onnxruntime runs: a smaller file it refuses is no result
+        m: sum(1 for r in records if "error_max" in r[m] and r[m]["size_ratio"] <= 0.55)
+        for m in MODES
+    }
+    lines += ["", "| mode | within 1e-2 on the pages | at most 0.55x (and run) |"]
+    lines += ["| --- | --- | --- |"]
     lines += [f"| `{m}` | {within[m]} of {len(records)} | {half[m]} |" for m in MODES]
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "models": records}, indent=1))

@@ -139,9 +139,8 @@ class _Chooser(_Runs):
         original), measured so; where that misses the tolerance, more rounds keep more ops
         float32, which now costs no bytes (g2p-id's BERT: 4.7e-3, 6.6e-3 with the weights
         stored, 3.7e-3 after 5 rounds at 0.53x the original, 0.74x without), half of
-        ``max_rounds`` at most. As it was, with
-        no weights stored so, when none passes (the estimates too: a Sigmoid's input near 0
-        moved 4e-2 of Multilingual det's range)."""
+        ``max_rounds`` at most. As it was, with no weights stored so, when none passes (the
+        estimates too: a Sigmoid's input near 0 moved 4e-2 of Multilingual det's range)."""
         self.store_kept_weights = True
         keep = dict(chosen.keep)
         conv = self._convert(keep)

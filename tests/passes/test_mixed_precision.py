@@ -723,8 +723,8 @@ def test_a_saturated_sigmoid_is_measured_where_it_is_not_saturated() -> None:
 
 
 def test_an_image_models_random_calibration_alternates_noise_and_scenes(monkeypatch: Any) -> None:
-    """Noise keeps a detector's map saturated where real images do not (PP-OCRv3's Chinese text
-    detector calibrated on noise alone was 1.4e-2 off on rendered text pages): each size is
+    """Noise keeps a detector's map saturated where real images do not (PP-OCRv3's English text
+    detector calibrated on noise alone was 1.3e-2 off on rendered text pages): each size is
     calibrated on noise and on scenes; a model without an image input on noise alone."""
     seen: list[list[dict[str, np.ndarray]]] = []
 
