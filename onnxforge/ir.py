@@ -1063,6 +1063,7 @@ class Model:
         self._loaded_nodes: Any = None
         """io: the main graph's nodes as read and how many, kept after building for a caller that
         changes types only (io.load's ``keep_nodes``); a pass manager run drops them."""
+        self._inference: Any = None  # passes: the last inference (passes._infra.Inference)
 
     @classmethod
     def deferred(cls, build: Callable[[], tuple[Graph, list[Function]]], **fields: Any) -> Model:

@@ -122,10 +122,12 @@ def untracked_changes() -> int:
 
 
 Inference = tuple[tuple[int, ...], Any, list[Any], int]
-inferences: weakref.WeakKeyDictionary[Model, Inference] = weakref.WeakKeyDictionary()
-"""Per model, its last inference (``_rewrite.inference``): the model's key then, the
-``shape_infer.Resumable`` (report included), the values, whose ``_inferred`` holds the type
-it gave them, and ``untracked_changes()`` then."""
+"""A model's last inference (``_rewrite.inference``), kept in ``Model._inference``: the
+model's key then, the ``shape_infer.Resumable`` (report included), the values, whose
+``_inferred`` holds the type it gave them, and ``untracked_changes()`` then. It is held by the
+model, not in a table weakly keyed by it: the Resumable refers back to the model, so such a
+table never let a model go (each converted copy a calibration measured stayed alive: a ViT's
+parent process grew 230 MB a copy, past an 8 GiB address-space cap)."""
 
 
 def inference_key(model: Model) -> tuple[int, ...]:
@@ -141,10 +143,10 @@ def carry_inference(model: Model, key: tuple[int, ...]) -> bool:
     """After a ``keeps_types`` pass, every type inferred before it (``key``: the model then)
     is still true: that inference stands for the model as the pass leaves it, and the next
     pass does not infer the whole model again. True when there was one to carry."""
-    cached = inferences.get(model)
+    cached: Inference | None = model._inference
     if cached is None or cached[0] != key:
         return False
-    inferences[model] = (inference_key(model), *cached[1:])
+    model._inference = (inference_key(model), *cached[1:])
     return True
 
 

@@ -42,7 +42,7 @@ from onnxforge.ir import (
     edit_mark,
     walk_graphs,
 )
-from onnxforge.passes._infra import inference_key, inferences, untracked_changes, verified
+from onnxforge.passes._infra import Inference, inference_key, untracked_changes, verified
 from onnxforge.shape_infer import InferReport, infer_resumable
 
 logger = logging.getLogger(__name__)
@@ -199,7 +199,7 @@ def inference(model: Model, *, strict: bool = False, again: bool = True) -> Infe
     since: the ops they touched and what their new types reach are inferred again, not the
     whole model (``shape_infer.Resumable``)."""
     key = inference_key(model)
-    cached = inferences.get(model)
+    cached: Inference | None = model._inference
     if cached is not None and cached[0] == key and not (strict and cached[1].engine.report.errors):
         for value in cached[2]:
             value.type = value._inferred
@@ -211,7 +211,7 @@ def inference(model: Model, *, strict: bool = False, again: bool = True) -> Infe
         try:
             report = resumable.again(strict=strict)
         except BaseException:
-            del inferences[model]  # half brought up to date
+            model._inference = None  # half brought up to date
             raise
     if report is None:
         resumable = infer_resumable(model, strict=strict, verify=not verified(model))
@@ -222,7 +222,7 @@ def inference(model: Model, *, strict: bool = False, again: bool = True) -> Infe
     values = [v for g in model.graphs() for v in g.values()]
     for value in values:
         value._inferred = value.type
-    inferences[model] = (key, resumable, values, untracked)
+    model._inference = (key, resumable, values, untracked)
     return report
 
 

@@ -11,6 +11,7 @@ __all__ = [
     "UnrunnableError",
 ]
 
+import gc
 import importlib.util
 import logging
 import math
@@ -260,15 +261,24 @@ class _Runs:
                 runs = self._run(probe, names, sets, "float32.onnx")
             if isinstance(runs, str):
                 raise UnrunnableError(f"onnxruntime cannot run the float32 model: {runs}")
-            for run in runs:
-                for name, array in run.items():
-                    if name not in names or array.dtype != np.float32:
-                        continue
-                    self.floats.add(name)
-                    largest[name] = max(largest.get(name, 0.0), _largest(array))
+            self._tally_largest(runs, names, largest)
             if len(batches) == 1 and probe is self.base:
                 self.reference = runs
+            del runs  # before the next batch's run: one batch's arrays at a time
         return largest
+
+    def _tally_largest(
+        self, runs: Sequence[Mapping[str, np.ndarray]], names: Sequence[str],
+        largest: dict[str, float],
+    ) -> None:  # fmt: skip
+        """Note each float32 value of ``names`` in ``runs``, and its largest magnitude."""
+        wanted = set(names)
+        for run in runs:
+            for name, array in run.items():
+                if name not in wanted or array.dtype != np.float32:
+                    continue
+                self.floats.add(name)
+                largest[name] = max(largest.get(name, 0.0), _largest(array))
 
     def _measure(
         self,
@@ -302,19 +312,31 @@ class _Runs:
                 if isinstance(runs, str):
                     raise UnrunnableError(f"onnxruntime cannot run the float32 model: {runs}")
                 want = runs
-            for w, g in zip(want, got, strict=True):
-                for name in exposed:
-                    if name in w and name in g and name not in self.random:
-                        largest, error = range_error(w[name], g[name])
-                        done.values[name] = max(done.values.get(name, 0.0), error)
-                        done.absolute[name] = max(done.absolute.get(name, 0.0), largest)
-                for key, number in (extra(w, g) if extra is not None else {}).items():
-                    done.extra[key] = max(done.extra.get(key, 0.0), number)
-                for name in self.outputs:
-                    if name in w and name in g and name not in self.random:
-                        error = self._output_error(name, w[name], g[name])
-                        done.outputs[name] = max(done.outputs.get(name, 0.0), error)
+            self._tally_errors(done, want, got, exposed, extra)
+            del got, want  # before the next batch's run: one batch's arrays at a time
         return done
+
+    def _tally_errors(
+        self,
+        done: _Measured,
+        want: Sequence[Mapping[str, np.ndarray]],
+        got: Sequence[Mapping[str, np.ndarray]],
+        exposed: Sequence[str],
+        extra: Extra | None,
+    ) -> None:
+        """Add one batch's errors to ``done``: each of ``exposed``, ``extra``'s, each output's."""
+        for w, g in zip(want, got, strict=True):
+            for name in exposed:
+                if name in w and name in g and name not in self.random:
+                    largest, error = range_error(w[name], g[name])
+                    done.values[name] = max(done.values.get(name, 0.0), error)
+                    done.absolute[name] = max(done.absolute.get(name, 0.0), largest)
+            for key, number in (extra(w, g) if extra is not None else {}).items():
+                done.extra[key] = max(done.extra.get(key, 0.0), number)
+            for name in self.outputs:
+                if name in w and name in g and name not in self.random:
+                    error = self._output_error(name, w[name], g[name])
+                    done.outputs[name] = max(done.outputs.get(name, 0.0), error)
 
     def _output_error(self, name: str, want: np.ndarray, got: np.ndarray) -> float:
         """An output's (or judged value's) error as the rounds measure it: over its range
@@ -462,6 +484,11 @@ def _random_values(graph: Graph) -> set[Value]:
 
 
 def _copy(model: Model) -> Model:
+    """A copy of ``model``, made after collecting the copies dropped before it: a model is a
+    cycle (graph, ops, values), which only the collector frees, and its thresholds count
+    objects, not the arrays they hold, so the copies of the rounds and probes piled up (a
+    ViT's bisection: 230 MB a probe, nine probes, past an 8 GiB address-space cap)."""
+    gc.collect()
     return io.from_proto(io.to_proto(model))
 
 
