@@ -16,6 +16,7 @@ import typer
 from onnxforge.api._mixed_precision import WEIGHTS_TOLERANCE
 from onnxforge.api._optimize import fix_input_shapes
 from onnxforge.api.compare import (
+    CHECK_SCENES,
     DEFAULT_ATOL,
     DEFAULT_RTOL,
     compare_on_onnxruntime,
@@ -73,7 +74,10 @@ def check_result(
         original = load(source)
         if shapes:
             fix_input_shapes(original, shapes)
-        feeds = random_inputs(original, runs, seed=0 if precision is None else CHECK_SEED)
+        if precision is None:
+            feeds = random_inputs(original, runs, seed=0)
+        else:
+            feeds = random_inputs(original, runs, seed=CHECK_SEED, sizes=CHECK_SCENES)
         names = [v.name for v in original.graph.outputs]
         scales = output_scales(original)
         before = {

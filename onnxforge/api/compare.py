@@ -4,6 +4,7 @@ same random inputs (what `optimize --check N` does)."""
 from __future__ import annotations
 
 __all__ = [
+    "CHECK_SCENES",
     "DEFAULT_ATOL",
     "DEFAULT_RTOL",
     "BFLOAT16_TOLERANCE",
@@ -80,6 +81,10 @@ class InputSizes(NamedTuple):
 
 
 CHECK_SIZES = (InputSizes(),)
+CHECK_SCENES = (InputSizes(), InputSizes(scene=True))
+"""--check's sizes after a precision conversion: an image input's sets alternate noise and
+scenes, as the calibration's do (noise keeps a detector's map saturated, where half types
+lose least)."""
 MAX_INPUT_ELEMENTS = 1 << 28
 """Elements one random input may have (1 GiB of float32): a declared dim of 2^40 is refused,
 not allocated."""

@@ -829,3 +829,41 @@ def test_a_dynamically_quantized_model_keeps_float32_what_its_quantizers_read(
     kept = _calibrated(tmp_path, text, weights, "--dtype", "float16")["kept_float32"]
     assert kept == {"centered": kept["centered"]}
     assert "a DynamicQuantizeLinear reads what it computes (1 in the model)" in kept["centered"]
+
+
+def test_check_after_dtype_alternates_noise_and_scenes_on_an_image_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An image model's --check sets after --dtype alternate noise and dead-leaves scenes,
+    as its calibration's do (noise keeps a detector's map saturated); after --opset, noise."""
+    import onnxforge.cli._check_result as check_result
+
+    drawn: list[list[dict[str, np.ndarray]]] = []
+    real = check_result.random_inputs
+
+    def spy(*args: Any, **kwargs: Any) -> list[dict[str, np.ndarray]]:
+        drawn.append(real(*args, **kwargs))
+        return drawn[-1]
+
+    monkeypatch.setattr(check_result, "random_inputs", spy)
+    proto = parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 13]>
+        g (float[1, 3, H, W] x) => (float[1, 2, H, W] y) { c = Conv (x, w) y = Relu (c) }"""
+    )
+    proto.graph.initializer.append(
+        numpy_helper.from_array(np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3, 1, 1), "w")
+    )
+    path = tmp_path / "conv.onnx"
+    onnx.save(proto, path)
+
+    def colors(feeds: dict[str, np.ndarray]) -> int:
+        return len({tuple(p) for p in feeds["x"].transpose(0, 2, 3, 1).reshape(-1, 3)})
+
+    for args in (["--dtype", "float16", "--calibrate", "0"], ["--opset", "17"]):
+        out = tmp_path / "out.onnx"
+        result = runner.invoke(app, ["convert", str(path), *args, "--check", "3", "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        assert len(drawn[-1]) == 3 and out.exists()
+    noise, scene, again = (colors(f) for f in drawn[0])
+    assert noise > 4000 and again > 4000 and 2 <= scene <= 60  # a background, 59 leaves at most
+    assert all(colors(f) > 4000 for f in drawn[1])
