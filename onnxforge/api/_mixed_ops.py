@@ -65,6 +65,7 @@ def choose_float32_ops(
     keep_io_types: bool = True,
     keep_float32: Mapping[str, str] | None = None,
     max_rounds: int = DEFAULT_MAX_ROUNDS,
+    budget: float | None = None,
 ) -> MixedPrecision:
     """The ops of ``model``'s main graph to keep in float32 when converting it to ``dtype``
     (an op holding a body is kept with every op inside), measured on onnxruntime (each run in
@@ -77,7 +78,9 @@ def choose_float32_ops(
     2. Error: the model converted with what is kept runs with the values it shares with the
        float32 model exposed. While an output's ``range_error`` passes ``tolerance``, the
        converted ops upstream of it whose error grows most (their output's error minus their
-       inputs' largest) are kept, and it converts again; ``max_rounds`` conversions at most.
+       inputs' largest) are kept, and it converts again; ``max_rounds`` conversions at most,
+       and a third as many more while an output is past ``budget`` (what the caller will
+       hold the result to; ``tolerance`` is what the rounds aim at, by default the same).
        The result says what the last one measured (``MixedPrecision.met``).
 
     A converted model is measured on its float32 twin (``_emulate``): every op computes in
@@ -92,6 +95,7 @@ def choose_float32_ops(
         chooser = _Chooser(
             model, target, feeds, Path(folder), tolerance=tolerance, keep_io_types=keep_io_types
         )
+        chooser.budget = tolerance if budget is None else budget
         return chooser.choose(dict(keep_float32 or {}), max(1, max_rounds))
 
 
@@ -129,7 +133,8 @@ class _Chooser(_Runs):
         found = {**self._grid_keeps(converted), **self._range_keeps(largest, converted)}
         for key, reason in found.items():
             self._keep(keep, key, reason)
-        chosen = self._rounds(keep, self._convert(keep) if found else plain, max_rounds)
+        conv = self._convert(keep) if found else plain
+        chosen = self._rounds(keep, conv, max_rounds, more=max_rounds // 3)
         return self._with_kept_weights_stored(chosen, max_rounds) if chosen.met else chosen
 
     def _with_kept_weights_stored(self, chosen: MixedPrecision, max_rounds: int) -> MixedPrecision:

@@ -199,6 +199,7 @@ class Calibration:
             keep_io_types=self.keep_io_types,
             keep_float32=self.keep_float32,
             max_rounds=self.max_rounds,
+            budget=self.budget,
         )
 
     def _judge(self) -> Chosen:
