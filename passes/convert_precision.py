@@ -133,8 +133,10 @@ class ConvertPrecisionPass(Pass):
        (Resize's ``scales``) keeps its type, and an op with no such version at the model's
        opset (bfloat16 before opset 13, Range in float16) stays as it is. An input whose type
        parameter binds no output (Cast's, Shape's, Resize's roi) takes what comes.
-    2. An op whose ``epsilon`` the new type cannot hold (1e-12 in float16) stays in float32:
-       noted as ``kept_float32`` with the reason, as are the ops of case 1 that stay.
+    2. An op whose ``epsilon`` the new type cannot hold (1e-12 in float16) stays in float32,
+       and so does one reading a parameter past its range (``PARAMETER_READERS``: a
+       BatchNormalization's variance of 4.8e7): noted as ``kept_float32`` with the reason,
+       as are the ops of case 1 that stay.
     3. Constants (initializers, Constant, ConstantOfShape values) are converted, clamped to
        the type's finite range (``constants_clamped``); a constant read in both types gets a
        sibling holding the other, never a Cast. Cast ``to`` and ``dtype`` attributes follow.
@@ -158,8 +160,9 @@ class ConvertPrecisionPass(Pass):
 
     ``weights_only``: float32 initializers (and Constant values) of at least ``min_elements``
     are stored in ``dtype`` behind one Cast to float32 each: every op still computes in
-    float32, and the file shrinks by about half. There ``keep_float32`` names weights
-    (initializers, Constant outputs) that stay float32, and ``choose`` adds to them
+    float32, and the file shrinks by about half; a weight with values past the type's range
+    stays float32 (clamped, it would change what its readers compute). There ``keep_float32``
+    names weights (initializers, Constant outputs) that stay float32, and ``choose`` adds to them
     (``onnxforge.api.Calibration(weights_only=True)``, which runs the model).
     """
 
@@ -273,13 +276,11 @@ class ConvertPrecisionPass(Pass):
                         f"Cast at opset {opset}: {problem}"
                     )
                 array, clamped = convert_array(tensor.numpy(), target)
-                if clamped and not self.weights_only:  # a kept op's weight: kept as it is
+                if clamped:  # stored clamped, it would change what every op reading it computes
                     top = float(ml_dtypes.finfo(_NUMPY[DType(target)]).max)
                     why = f"values past {_name(target)}'s {top:g}"
                     result.note("weights_kept_float32", f"{value.name}: {why}")
                     continue
-                if clamped:
-                    result.note("constants_clamped", f"{value.name}: {clamped} value(s)")
                 half = graph.add_initializer(
                     graph.fresh_name(f"{value.name}_{_name(target)}"),
                     Tensor.from_numpy(array, target),
@@ -494,6 +495,21 @@ class ConvertPrecisionPass(Pass):
             tiny = float(ml_dtypes.finfo(_NUMPY[DType(work.target)]).smallest_subnormal)
             if 0 < epsilon < tiny:
                 return f"epsilon {epsilon:g} is below {_name(work.target)}'s smallest {tiny:.3g}"
+        if op.op_type in PARAMETER_READERS and work.target in HALVES:
+            top = float(ml_dtypes.finfo(_NUMPY[DType(work.target)]).max)
+            for value in op._inputs:
+                if value is None or value.graph is None or not work.constant(value):
+                    continue
+                tensor = _tensor_of(value.graph, value)
+                if tensor is None or tensor.dtype != DType.FLOAT:
+                    continue
+                array = tensor.numpy()
+                over = np.abs(array[np.isfinite(array)])
+                if over.size and over.max() > top:
+                    return (
+                        f"its parameter {value.name!r} holds values up to {over.max():.3g}, "
+                        f"past {_name(work.target)}'s {top:g}"
+                    )
         return None
 
     def _assign(self, model: Model, work: _Work) -> None:
@@ -798,6 +814,15 @@ def _asked_weights(model: Model, asked: Mapping[str, str]) -> dict[str, str]:
 
 
 QUANTIZE_DEQUANTIZE = frozenset({"QuantizeLinear", "DequantizeLinear"})
+PARAMETER_READERS = frozenset(
+    {"BatchNormalization", "InstanceNormalization", "LayerNormalization", "GroupNormalization",
+     "Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum", "PRelu", "LSTM", "GRU", "RNN"}
+)  # fmt: skip
+"""Ops whose float constant inputs are parameters every input computes with (a
+BatchNormalization's variance, a Conv's weight): one past the half type's range keeps its op
+float32 instead of being clamped, which would change what the op computes for every input
+(PP-OCRv3 and v4 text detectors' variances of up to 9.8e7); a clamp is for fills, bounds and
+masks (Where, Clip, Mul by a -3.4e38 mask), whose values past the range only saturate."""
 """Ops whose inputs after the first are the quantization grid (scale, zero point); every
 float input of a QLinear op (QLinearConv, com.microsoft's QLinearAdd, ...) is a scale."""
 

@@ -50,6 +50,7 @@ from onnxforge.ir import (
     walk_graphs,
 )
 from onnxforge.passes import ConvertPrecisionPass
+from onnxforge.passes.convert_precision import PARAMETER_READERS
 
 logger = logging.getLogger(__name__)
 
@@ -176,8 +177,9 @@ class _Chooser(_Runs):
         return largest
 
     def _clamped(self) -> Model:
-        """The float32 model with float constants past the target's range clamped to it (the
-        model itself when none are)."""
+        """The float32 model with float constants past the target's range clamped to it, as
+        the conversion clamps them: but for a parameter (``PARAMETER_READERS``), whose op the
+        conversion keeps float32 (the model itself when none are)."""
         top = float(ml_dtypes.finfo(_NUMPY[DType(self.target)]).max)
 
         def clamp(tensor: Tensor) -> Tensor | None:
@@ -194,12 +196,14 @@ class _Chooser(_Runs):
         for graph in walk_graphs(copy.graph):
             for value in graph.initializers:
                 made = clamp(value.const) if isinstance(value.const, Tensor) else None
-                if made is not None:
+                if made is not None and not _a_parameter(graph, value):
                     value.const, changed = made, True
             for op in graph.ops:
                 key = {"Constant": "value", "ConstantOfShape": "value"}.get(op.op_type)
                 given = op.attrs.get(key) if key else None
                 made = clamp(given) if isinstance(given, Tensor) else None
+                if op.op_type == "Constant" and _a_parameter(graph, op._outputs[0]):
+                    made = None
                 if made is not None:
                     op.attrs[key] = made  # type: ignore[index]
                     graph.touch(op)
@@ -517,6 +521,13 @@ _NODE_IN_ERROR = re.compile(
     r"|of node \((?P<name3>[^)]*)\)"
 )
 """Where onnxruntime's errors name the node they fail on (at run, at load, in type checks)."""
+
+
+def _a_parameter(graph: Graph, value: Value | None) -> bool:
+    """Whether an op of ``PARAMETER_READERS`` reads ``value``: clamped, it changes what the op
+    computes for every input, so the conversion keeps the op float32 instead."""
+    readers = graph.uses(value) if value is not None else ()
+    return any(op.op_type in PARAMETER_READERS for op, _ in readers)
 
 
 def _attrs(op: Op) -> str:

@@ -295,6 +295,51 @@ def test_a_layer_norm_with_the_default_epsilon_is_converted() -> None:
     assert _dtype(proto, "scale") == TensorProto.FLOAT16
 
 
+BATCH_NORM = """<ir_version: 10, opset_import: ["" : 18]>
+g (float[2,3,4,4] x) => (float[2,3,4,4] y) {
+    c = Conv (x, w)
+    n = BatchNormalization (c, scale, bias, mean, var)
+    y = Relu (n)
+}"""
+
+
+def test_a_batch_norm_whose_variance_float16_cannot_hold_stays_float32_unclamped() -> None:
+    """PP-OCRv3's text detectors hold BatchNormalization variances of up to 4.8e7: clamped to
+    65504, a channel is scaled 27 times over for every input, so the op stays float32 with
+    its parameters as they are, and the Conv before it still converts (a clamp is for fills
+    and masks, whose values past the range only saturate)."""
+    rng = np.random.default_rng(3)
+    weights = {
+        "w": rng.standard_normal((3, 3, 1, 1)).astype(np.float32) * 1000,
+        "scale": np.ones(3, np.float32),
+        "bias": np.zeros(3, np.float32),
+        "mean": np.zeros(3, np.float32),
+        "var": np.array([1.0, 4.8e7, 1e6], np.float32),
+    }
+    model = model_from_text(BATCH_NORM, **weights)
+    next(op for op in model.graph.ops if op.op_type == "BatchNormalization").name = "bn"
+    report, proto = _convert(model)
+    (kept,) = report.details("convert-precision", "kept_float32")
+    assert kept == "bn: its parameter 'var' holds values up to 4.8e+07, past float16's 65504"
+    assert report.details("convert-precision", "constants_clamped") == []
+    assert _dtype(proto, "var") == TensorProto.FLOAT and _dtype(proto, "w") == TensorProto.FLOAT16
+    x = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    want = run_onnxruntime(to_proto(model_from_text(BATCH_NORM, **weights)), {"x": x})
+    _assert_close(want, run_onnxruntime(proto, {"x": x}), HALF_TOLERANCE)
+    _assert_close(want, _reference(proto, {"x": x}), HALF_TOLERANCE)
+    stored = model_from_text(BATCH_NORM, **weights)
+    report, proto = _convert(stored, weights_only=True, min_elements=3)
+    assert report.details("convert-precision", "weights_kept_float32") == [
+        "var: values past float16's 65504"
+    ]
+    assert report.details("convert-precision", "constants_clamped") == []
+    assert _dtype(proto, "var") == TensorProto.FLOAT
+    assert set(report.details("convert-precision", "weights_compressed")) == {
+        "w", "scale", "bias", "mean"
+    }  # fmt: skip
+    _assert_close(want, run_onnxruntime(proto, {"x": x}), 1e-3)
+
+
 LOOP = """<ir_version: 10, opset_import: ["" : 18]>
 g (float[3] x, int64 trip) => (float[3] y, float[N,3] steps) {
     cond = Constant <value = bool {1}> ()

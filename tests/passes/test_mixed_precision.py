@@ -349,12 +349,17 @@ g (float[16, 8] x) => (float[16, 3] y) {
 
 
 def test_weight_beyond_float16_is_kept_before_any_error_is_measured() -> None:
+    """Compressed, it would be clamped to 65504: the pass keeps it float32 and says why, so
+    the first round measures the model exact."""
     w = RNG.standard_normal((8, 8)).astype(np.float32)
-    w[2, 3] = 1e5  # compressed, it would be clamped to 65504
+    w[2, 3] = 1e5
     model = _model("g (float[16, 8] x) => (float[16, 8] y) { y = MatMul (x, w) }", w=w)
     found = choose_float32_weights(model, "float16", WEIGHT_FEEDS)
-    assert found.keep == {"w": "values up to 1e+05 exceed float16's 65504"}
+    assert found.keep == {}
     assert found.rounds == 1 and found.errors == {"y": 0.0}
+    half = from_proto(to_proto(model))
+    done = ConvertPrecisionPass("float16", weights_only=True)(half)
+    assert done.details["weights_kept_float32"] == ["w: values past float16's 65504"]
 
 
 def test_weights_budget_not_met_in_max_rounds_returns_the_last_measure() -> None:
