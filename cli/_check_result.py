@@ -17,6 +17,7 @@ from onnxforge.api._mixed_precision import WEIGHTS_TOLERANCE
 from onnxforge.api._optimize import fix_input_shapes
 from onnxforge.api.compare import (
     CHECK_SCENES,
+    CHECK_SIZES,
     DEFAULT_ATOL,
     DEFAULT_RTOL,
     compare_on_onnxruntime,
@@ -74,10 +75,8 @@ def check_result(
         original = load(source)
         if shapes:
             fix_input_shapes(original, shapes)
-        if precision is None:
-            feeds = random_inputs(original, runs, seed=0)
-        else:
-            feeds = random_inputs(original, runs, seed=CHECK_SEED, sizes=CHECK_SCENES)
+        seed, sizes = (0, CHECK_SIZES) if precision is None else (CHECK_SEED, CHECK_SCENES)
+        feeds = random_inputs(original, runs, seed=seed, sizes=sizes)
         names = [v.name for v in original.graph.outputs]
         scales = output_scales(original)
         before = {

@@ -814,6 +814,8 @@ def _asked_weights(model: Model, asked: Mapping[str, str]) -> dict[str, str]:
 
 
 QUANTIZE_DEQUANTIZE = frozenset({"QuantizeLinear", "DequantizeLinear"})
+"""Ops whose inputs after the first are the quantization grid (scale, zero point); every
+float input of a QLinear op (QLinearConv, com.microsoft's QLinearAdd, ...) is a scale."""
 PARAMETER_READERS = frozenset(
     {"BatchNormalization", "InstanceNormalization", "LayerNormalization", "GroupNormalization",
      "Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum", "PRelu", "LSTM", "GRU", "RNN"}
@@ -823,8 +825,6 @@ BatchNormalization's variance, a Conv's weight): one past the half type's range 
 float32 instead of being clamped, which would change what the op computes for every input
 (PP-OCRv3 and v4 text detectors' variances of up to 9.8e7); a clamp is for fills, bounds and
 masks (Where, Clip, Mul by a -3.4e38 mask), whose values past the range only saturate."""
-"""Ops whose inputs after the first are the quantization grid (scale, zero point); every
-float input of a QLinear op (QLinearConv, com.microsoft's QLinearAdd, ...) is a scale."""
 
 
 def _quantization_parameters(graph: Graph) -> dict[Value, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 __all__ = [
     "CHECK_SCENES",
+    "CHECK_SIZES",
     "DEFAULT_ATOL",
     "DEFAULT_RTOL",
     "BFLOAT16_TOLERANCE",
