@@ -92,10 +92,22 @@ def reference_evaluator(proto: Any) -> Any:
     computation, and an unversioned op is given the latest schema's defaults; Loop joins
     its scan outputs with ``np.vstack``, a concatenation, where the spec stacks them on a
     new first axis (a TF while loop's [batch, units] per step came out [steps*batch,
-    units]), so each is given that axis before it joins."""
+    units]), so each is given that axis before it joins; BatchNormalization before version
+    14 normalizes by the batch's own statistics whenever ``momentum`` is set, and the
+    schema's default sets it (version 9), or whenever ``is_test`` is not (6 and 7): with one
+    output (inference, as the spec has it) it normalizes by the stored ones (every Keras
+    model exported at opsets 9 to 13 came out wrong: a captcha reader 0.12 of the range off
+    at its first BatchNormalization); Resize-11's ``tf_half_pixel_for_nn`` (TF's nearest
+    neighbour, tf2onnx's Keras UpSampling2D) is not known (``_tf_nearest``). Ops that sum
+    many terms compute half inputs in float32 (``ACCUMULATING``)."""
     from onnx.reference import ReferenceEvaluator  # noqa: TID251
     from onnx.reference.op_run import OpRun  # noqa: TID251
-    from onnx.reference.ops import op_dequantize_linear, op_loop  # noqa: TID251
+    from onnx.reference.ops import (  # noqa: TID251
+        op_batch_normalization,
+        op_dequantize_linear,
+        op_loop,
+        op_resize,
+    )
 
     latest = max(
         (c for n, c in vars(op_dequantize_linear).items() if n.startswith("DequantizeLinear_")),
@@ -129,9 +141,209 @@ def reference_evaluator(proto: Any) -> Any:
 
             self._run_body = stacked
 
+    class BatchNormalization(OpRun):
+        op_domain = ""
+
+        def _run(self, x, scale, bias, mean, var, **attributes):  # type: ignore[no-untyped-def]
+            epsilon = attributes.get("epsilon")
+            epsilon = 1e-5 if epsilon is None else epsilon
+            outputs = len(self.onnx_node.output)
+            if outputs == 1 or attributes.get("is_test"):
+                normalize = op_batch_normalization._batchnorm_test_mode
+                return (normalize(x, scale, bias, mean, var, epsilon=epsilon),)
+            momentum = attributes.get("momentum")
+            train = op_batch_normalization._batchnorm_training_mode
+            y, saved_mean, saved_var, mean, var = train(
+                x, scale, bias, mean, var, 0.9 if momentum is None else momentum, epsilon
+            )
+            return (y, mean, var, saved_mean, saved_var)[:outputs]
+
+    class Resize(op_resize.Resize):  # type: ignore[misc]
+        op_domain = ""
+
+        def _run(self, x, roi, scales=None, sizes=None, **attributes):  # type: ignore[no-untyped-def]
+            mode = attributes.get("coordinate_transformation_mode")
+            nearest = attributes.get("nearest_mode") or "round_prefer_floor"
+            verified = ("floor", "round_prefer_floor", b"floor", b"round_prefer_floor")
+            if mode not in ("tf_half_pixel_for_nn", b"tf_half_pixel_for_nn") or (
+                nearest not in verified
+            ):
+                return super()._run(x, roi, scales, sizes, **attributes)
+            return (_tf_nearest(x, scales, sizes, attributes),)
+
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
-    added = [GatherElements, Loop, *([DequantizeLinear] if opset < 19 else [])]
-    return ReferenceEvaluator(proto, new_ops=added)
+    added = [GatherElements, Loop, Resize, *([DequantizeLinear] if opset < 19 else [])]
+    added += [BatchNormalization] if opset < 14 else []
+    widened = [_accumulating_in_float32(t, opset, OpRun) for t in ACCUMULATING]
+    imports = {o.domain: o.version for o in proto.opset_import}
+    alone = [_alone_in_onnxruntime(*key, imports, OpRun) for key in sorted(_foreign(proto))]
+    return ReferenceEvaluator(proto, new_ops=[*added, *widened, *alone])
+
+
+_REFERENCE_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"})
+
+
+def _foreign(proto: Any) -> set[tuple[str, str]]:
+    """(domain, op type) of the nodes, in every graph, of domains onnx implements none of
+    (com.microsoft's fused ops) and that no model-local function defines."""
+    functions = {(f.domain, f.name) for f in proto.functions}
+    found: set[tuple[str, str]] = set()
+    graphs = [proto.graph, *(f for f in proto.functions)]
+    while graphs:
+        graph = graphs.pop()
+        for node in graph.node:
+            key = (node.domain, node.op_type)
+            if node.domain not in _REFERENCE_DOMAINS and key not in functions:
+                found.add(key)
+            for attribute in node.attribute:
+                graphs.extend([attribute.g] if attribute.HasField("g") else attribute.graphs)
+    return found
+
+
+def _alone_in_onnxruntime(
+    domain: str, op_type: str, imports: Mapping[str, int], base: type
+) -> type:
+    """A reference op class for an op of another domain (com.microsoft's SkipLayerNormalization,
+    Attention, DynamicQuantizeLSTM): each node runs alone in onnxruntime on what the evaluator
+    computed for its inputs. A conversion keeps such ops float32 (no schema says what else
+    they take), so onnxruntime computes them as the converted model has them; every op of
+    onnx's own domains stays the evaluator's."""
+
+    class Alone(base):  # type: ignore[misc,valid-type]
+        op_domain = domain
+
+        def __init__(self, onnx_node: Any, run_params: Any) -> None:
+            super().__init__(onnx_node, run_params)
+            self.sessions: dict[tuple[Any, ...], Any] = {}
+
+        def run(self, *args: Any, **kwargs: Any) -> Any:
+            arrays = [None if a is None else np.asarray(a) for a in args]
+            key = tuple(None if a is None else (a.dtype.str, a.shape) for a in arrays)
+            if key not in self.sessions:
+                self.sessions[key] = _one_node_session(self.onnx_node, arrays, imports)
+            feeds = {f"in{i}": a for i, a in enumerate(arrays) if a is not None}
+            made = iter(self.sessions[key].run(None, feeds))
+            return tuple(next(made) if name else None for name in self.onnx_node.output)
+
+        def _run(self, *args: Any, **kwargs: Any) -> Any:  # run() does not call it
+            raise NotImplementedError
+
+    Alone.__name__ = Alone.__qualname__ = op_type
+    return Alone
+
+
+def _one_node_session(node: Any, arrays: Sequence[Any], imports: Mapping[str, int]) -> Any:
+    """An onnxruntime session of ``node`` alone, its inputs typed and shaped as ``arrays``
+    are (EmbedLayerNormalization's shape inference needs its tables' sizes)."""
+    import onnx  # noqa: TID251
+    import onnxruntime as ort
+    from onnx import helper  # noqa: TID251
+
+    alone = onnx.NodeProto()
+    alone.CopyFrom(node)
+    del alone.input[:]
+    alone.input.extend(f"in{i}" if a is not None else "" for i, a in enumerate(arrays))
+    del alone.output[:]
+    alone.output.extend(f"out{i}" if name else "" for i, name in enumerate(node.output))
+    inputs = [
+        helper.make_tensor_value_info(f"in{i}", helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+        for i, a in enumerate(arrays)
+        if a is not None
+    ]
+    outputs = [helper.make_value_info(n, onnx.TypeProto()) for n in alone.output if n]
+    graph = helper.make_graph([alone], "alone", inputs, outputs)
+    opsets = [helper.make_opsetid(d, v) for d, v in imports.items()]
+    model = helper.make_model(graph, opset_imports=opsets)
+    # the least the opsets need: onnx's latest IR can be newer than onnxruntime reads
+    model.ir_version = helper.find_min_ir_version_for(opsets, ignore_unknown=True)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+
+ACCUMULATING = (
+    "AveragePool", "Conv", "ConvTranspose", "CumSum", "Einsum", "Gemm",
+    "GlobalAveragePool", "GlobalLpPool", "GroupNormalization", "GRU", "InstanceNormalization",
+    "LayerNormalization", "LogSoftmax", "LpNormalization", "LpPool", "LSTM", "MatMul",
+    "MeanVarianceNormalization", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+    "ReduceMean", "ReduceProd", "ReduceSum", "ReduceSumSquare", "RMSNormalization", "RNN",
+    "Softmax",
+)  # fmt: skip
+"""Ops that sum many terms: the reference evaluator runs them on float16 and bfloat16 inputs
+in float32 and rounds what they give to the input's type, as a GPU's kernels accumulate
+(and as onnxforge's kernels do). numpy sums bfloat16 in bfloat16: the mean of 4,096 values
+near 0.5 comes out 0.0625 (the running sum stops at 256, where adding 0.5 rounds to nothing),
+which no device computes; and its bfloat16 matrix products have no BLAS (a ViT's took more
+than 300 s)."""
+
+_HALF = ("float16", "bfloat16")
+
+
+def _accumulating_in_float32(op_type: str, opset: int, base: type) -> type:
+    """A reference op class for ``op_type`` that runs onnx's own implementation (of the
+    node's version) on its half inputs widened to float32, its float32 outputs rounded back
+    to the first half input's type."""
+    from onnx.reference.ops import load_op  # noqa: TID251
+
+    class Widened(base):  # type: ignore[misc,valid-type]
+        op_domain = ""
+
+        def __init__(self, onnx_node: Any, run_params: Any) -> None:
+            super().__init__(onnx_node, run_params)
+            version = run_params.get("opsets", {}).get("", opset) or None
+            self.inner = load_op("", op_type, version, node=onnx_node)(onnx_node, run_params)
+
+        def run(self, *args: Any, **kwargs: Any) -> Any:
+            half = next(
+                (a.dtype for a in args if isinstance(a, np.ndarray) and a.dtype.name in _HALF),
+                None,
+            )
+            if half is None:
+                return self.inner.run(*args, **kwargs)
+            wide = [
+                a.astype(np.float32) if isinstance(a, np.ndarray) and a.dtype.name in _HALF else a
+                for a in args
+            ]
+            made = self.inner.run(*wide, **kwargs)
+            return tuple(
+                m.astype(half) if isinstance(m, np.ndarray) and m.dtype == np.float32 else m
+                for m in made
+            )
+
+        def _run(self, *args: Any, **kwargs: Any) -> Any:  # run() does not call it
+            raise NotImplementedError
+
+    Widened.__name__ = Widened.__qualname__ = op_type
+    return Widened
+
+
+def _tf_nearest(
+    x: np.ndarray, scales: Any, sizes: Any, attributes: Mapping[str, Any]
+) -> np.ndarray:
+    """Resize-11's nearest neighbour of ``tf_half_pixel_for_nn`` (TF's), as onnxruntime
+    computes it: output index i reads input index nearest_mode((i + 0.5) / scale) along each
+    resized axis, in float32, clamped to the input; nearest_mode floor (tf2onnx's) or
+    round_prefer_floor (onnxruntime's other modes pick otherwise, and no exporter writes
+    them: they stay unknown)."""
+    axes = list(attributes.get("axes") or range(x.ndim))
+    axes = [a % x.ndim for a in axes]
+    if sizes is not None and len(sizes):
+        out = [int(n) for n in sizes]
+        ratio = [np.float32(n / x.shape[a]) for n, a in zip(out, axes, strict=True)]
+    else:
+        ratio = [np.float32(r) for r in scales]
+        out = [int(np.floor(x.shape[a] * r)) for a, r in zip(axes, ratio, strict=True)]
+    nearest = attributes.get("nearest_mode") or "round_prefer_floor"
+    floor = nearest in ("floor", b"floor")
+    for axis, n, r in zip(axes, out, ratio, strict=True):
+        where = (np.arange(n, dtype=np.float32) + np.float32(0.5)) / r
+        index = np.clip(
+            np.floor(where) if floor else np.ceil(where - np.float32(0.5)), 0, x.shape[axis] - 1
+        ).astype(np.int64)
+        x = np.take(x, index, axis=axis)
+    return x
 
 
 def _reference(
