@@ -5,7 +5,6 @@ from __future__ import annotations
 
 __all__ = ["CHECK_SEED", "check_result", "float_inputs"]
 
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import numpy as np
 import typer
 
+from onnxforge._cleanup import temporary_folder
 from onnxforge.api._mixed_precision import WEIGHTS_TOLERANCE
 from onnxforge.api._optimize import fix_input_shapes
 from onnxforge.api.compare import (
@@ -85,7 +85,7 @@ def check_result(
             if isinstance(v.type, TensorType)
         }
         changed = {k: t for k, t in result_inputs.items() if before.get(k) != t}
-        with tempfile.TemporaryDirectory(prefix="onnxforge-check-") as folder:
+        with temporary_folder("onnxforge-check-") as folder:
             source, staged = _deterministic(original, source, staged, Path(folder))
             del original
             found = _measure(

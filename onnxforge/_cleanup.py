@@ -22,6 +22,7 @@ __all__ = [
     "install_handlers",
     "register",
     "remove",
+    "temporary_folder",
     "unregister",
 ]
 
@@ -32,8 +33,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -104,6 +107,20 @@ def unregister(path: str | os.PathLike[str]) -> None:
     with _lock:
         if _paths.pop(key, 0) is None:
             _tell(b"-", key)
+
+
+@contextlib.contextmanager
+def temporary_folder(prefix: str) -> Iterator[Path]:
+    """A new folder in the system's temporary folder for the block, registered: removed at its
+    end, and however the process ends (a calibration's float32 arrays there can be
+    gigabytes; tempfile.TemporaryDirectory left them behind on SIGTERM or SIGKILL)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    register(folder)
+    try:
+        yield folder
+    finally:
+        remove(folder)
+        unregister(folder)
 
 
 def _tell(op: bytes, key: str) -> None:

@@ -21,7 +21,6 @@ import importlib.util
 import logging
 import math
 import os
-import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -31,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from onnxforge import opset as schemas
+from onnxforge._cleanup import temporary_folder
 from onnxforge._runtime_child import run_in_child
 from onnxforge._validate import model_problems
 from onnxforge.api.compare import MAX_INPUT_ELEMENTS
@@ -552,7 +552,7 @@ def _verify(
     if found:
         return found
     candidates = _plans(model, shapes, sizes)
-    with tempfile.TemporaryDirectory(prefix="onnxforge-check-") as tmp:
+    with temporary_folder("onnxforge-check-") as tmp:
         folder = Path(tmp)
         if path is None:
             path = folder / "model.onnx"

@@ -10,13 +10,13 @@ __all__ = [
 import logging
 import math
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 
+from onnxforge._cleanup import temporary_folder
 from onnxforge.api._mixed_runs import (
     _NUMPY,
     DEFAULT_MAX_ROUNDS,
@@ -92,7 +92,7 @@ def choose_float32_ops(
     d = (1000 x + x) - 1000 x in float16 comes back as x to 1e-6).
     """
     target = _target(dtype, feeds)
-    with tempfile.TemporaryDirectory(prefix="onnxforge-mixed-") as folder:
+    with temporary_folder("onnxforge-mixed-") as folder:
         chooser = _Chooser(
             model, target, feeds, Path(folder), tolerance=tolerance, keep_io_types=keep_io_types
         )

@@ -16,13 +16,13 @@ __all__ = [
 ]
 
 import logging
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from onnxforge._cleanup import temporary_folder
 from onnxforge.api._mixed_ops import (
     _Chooser,
     choose_float32_ops,
@@ -172,7 +172,7 @@ class Calibration:
         loading (``_Chooser.load_guard``)."""
         if self.weights_only or self.dtype != "float16":
             return {}
-        with tempfile.TemporaryDirectory(prefix="onnxforge-mixed-") as folder:
+        with temporary_folder("onnxforge-mixed-") as folder:
             chooser = _Chooser(
                 model, DType.FLOAT16, [{}], Path(folder), tolerance=self.budget,
                 keep_io_types=self.keep_io_types,

@@ -11,7 +11,6 @@ __all__ = [
 
 import logging
 import math
-import tempfile
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
+from onnxforge._cleanup import temporary_folder
 from onnxforge.api._mixed_runs import (
     _NUMPY,
     DEFAULT_MAX_ROUNDS,
@@ -92,7 +92,7 @@ def choose_float32_weights(
        output) may need most weights kept, or stay past the tolerance.
     """
     target = _target(dtype, feeds)
-    with tempfile.TemporaryDirectory(prefix="onnxforge-mixed-") as folder:
+    with temporary_folder("onnxforge-mixed-") as folder:
         chooser = _WeightChooser(model, target, feeds, Path(folder), tolerance=tolerance)
         return chooser.choose(dict(keep_float32 or {}), max(1, max_rounds))
 

@@ -28,7 +28,6 @@ __all__ = [
 import importlib.util
 import logging
 import math
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from onnxforge._cleanup import temporary_folder
 from onnxforge._runtime_child import run_in_child
 from onnxforge.errors import OnnxForgeError
 from onnxforge.ir import DType, Model, Op, TensorType
@@ -515,7 +515,7 @@ def _run(
             "--check runs the models on onnxruntime, which is not installed "
             "(pip install onnxruntime)"
         )
-    with tempfile.TemporaryDirectory(prefix="onnxforge-compare-") as folder:
+    with temporary_folder("onnxforge-compare-") as folder:
         done = run_in_child(runtime, path, feeds, Path(folder))
     if done.error is not None:
         raise OnnxForgeError(f"{path}: {done.error}")
@@ -617,7 +617,7 @@ def compare_within(
     given = [
         {k: v.astype((input_dtypes or {}).get(k, v.dtype)) for k, v in s.items()} for s in feeds
     ]
-    with tempfile.TemporaryDirectory(prefix="onnxforge-compare-") as folder:
+    with temporary_folder("onnxforge-compare-") as folder:
         judged = _Judged.of(original, result, feeds if pinned else [], output_names,
                             Path(folder))  # fmt: skip
         want = _run(judged.original, feeds)

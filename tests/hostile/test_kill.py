@@ -164,3 +164,57 @@ def test_a_killed_optimize_leaves_the_previous_output_and_nothing_else(
     assert "Traceback" not in stderr
     assert _settled(out_dir, previous) == previous
     assert _digest(big_model.parent) == source
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
+def test_a_killed_calibration_leaves_no_temporary_folder(tmp_path: Path, sig: int) -> None:
+    """The mixed precision's folder holds the float32 model's arrays (gigabytes for a large
+    detector): a convert --dtype killed while it calibrates leaves nothing in the temporary
+    folder (tempfile.TemporaryDirectory left it on either signal)."""
+    rng = np.random.default_rng(0)
+    nodes, previous = [], "x"
+    weights = []
+    for i in range(6):
+        weights.append(
+            numpy_helper.from_array(rng.standard_normal((256, 256), np.float32), f"w{i}")
+        )
+        nodes += [
+            helper.make_node("MatMul", [previous, f"w{i}"], [f"m{i}"]),
+            helper.make_node("Tanh", [f"m{i}"], [f"h{i}"]),
+        ]
+        previous = f"h{i}"
+    graph = helper.make_graph(
+        nodes,
+        "calibrated",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 256])],
+        [helper.make_tensor_value_info(previous, TensorProto.FLOAT, ["n", 256])],
+        weights,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    source = tmp_path / "model.onnx"
+    onnx.save(model, source)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "onnxforge", "convert", str(source), "--dtype", "float16",
+         "-o", str(tmp_path / "out.onnx")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "TMPDIR": str(temp)},
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if any(p.name.startswith("onnxforge-mixed-") and any(p.iterdir()) for p in temp.iterdir()):
+            proc.send_signal(sig)
+            break
+        time.sleep(0.0005)
+    proc.wait(timeout=60)
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    assert proc.returncode == -sig, f"it ended before it was killed: {stderr}"
+    assert "Traceback" not in stderr
+    deadline = time.monotonic() + 10
+    while any(temp.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted(p.name for p in temp.iterdir()) == []
+    assert not (tmp_path / "out.onnx").exists()
