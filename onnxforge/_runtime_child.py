@@ -104,6 +104,7 @@ def reference_evaluator(proto: Any) -> Any:
     from onnx.reference.op_run import OpRun  # noqa: TID251
     from onnx.reference.ops import (  # noqa: TID251
         op_batch_normalization,
+        op_conv_transpose,
         op_dequantize_linear,
         op_loop,
         op_resize,
@@ -174,7 +175,15 @@ def reference_evaluator(proto: Any) -> Any:
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
     added = [GatherElements, Loop, Resize, *([DequantizeLinear] if opset < 19 else [])]
     added += [BatchNormalization] if opset < 14 else []
-    widened = [_accumulating_in_float32(t, opset, OpRun) for t in ACCUMULATING]
+
+    class ConvTranspose(op_conv_transpose.ConvTranspose):  # type: ignore[misc]
+        op_domain = ""
+
+        def _run(self, x, w, b=None, **attributes):  # type: ignore[no-untyped-def]
+            return (_conv_transpose(x, w, b, attributes),)
+
+    own = {"ConvTranspose": ConvTranspose}
+    widened = [_accumulating_in_float32(t, opset, OpRun, own.get(t)) for t in ACCUMULATING]
     imports = {o.domain: o.version for o in proto.opset_import}
     alone = [_alone_in_onnxruntime(*key, imports, OpRun) for key in sorted(_foreign(proto))]
     return ReferenceEvaluator(proto, new_ops=[*added, *widened, *alone])
@@ -281,10 +290,12 @@ than 300 s)."""
 _HALF = ("float16", "bfloat16")
 
 
-def _accumulating_in_float32(op_type: str, opset: int, base: type) -> type:
+def _accumulating_in_float32(
+    op_type: str, opset: int, base: type, implementation: type | None = None
+) -> type:
     """A reference op class for ``op_type`` that runs onnx's own implementation (of the
-    node's version) on its half inputs widened to float32, its float32 outputs rounded back
-    to the first half input's type."""
+    node's version), or ``implementation``, on its half inputs widened to float32, its
+    float32 outputs rounded back to the first half input's type."""
     from onnx.reference.ops import load_op  # noqa: TID251
 
     class Widened(base):  # type: ignore[misc,valid-type]
@@ -293,7 +304,8 @@ def _accumulating_in_float32(op_type: str, opset: int, base: type) -> type:
         def __init__(self, onnx_node: Any, run_params: Any) -> None:
             super().__init__(onnx_node, run_params)
             version = run_params.get("opsets", {}).get("", opset) or None
-            self.inner = load_op("", op_type, version, node=onnx_node)(onnx_node, run_params)
+            made = implementation or load_op("", op_type, version, node=onnx_node)
+            self.inner = made(onnx_node, run_params)
 
         def run(self, *args: Any, **kwargs: Any) -> Any:
             half = next(
@@ -317,6 +329,61 @@ def _accumulating_in_float32(op_type: str, opset: int, base: type) -> type:
 
     Widened.__name__ = Widened.__qualname__ = op_type
     return Widened
+
+
+def _conv_transpose(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray | None, attributes: Mapping[str, Any]
+) -> np.ndarray:
+    """ConvTranspose as the spec computes it, one strided slice per kernel position: onnx's
+    own scatters through col2im one element at a time in Python (32 of a ViT decoder's 34 s
+    per input set, past the judge's timeout). Pads and the output's size as onnx's."""
+    spatial = x.shape[2:]
+    dims = len(spatial)
+    kernel = tuple(attributes.get("kernel_shape") or w.shape[2:])
+    strides = list(attributes.get("strides") or [1] * dims)
+    dilations = list(attributes.get("dilations") or [1] * dims)
+    extra = list(attributes.get("output_padding") or [0] * dims)
+    group = int(attributes.get("group") or 1)
+    auto_pad = attributes.get("auto_pad") or "NOTSET"
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    pads = attributes.get("pads")
+    shape = attributes.get("output_shape")
+    reach = [(kernel[i] - 1) * dilations[i] + 1 for i in range(dims)]
+    full = [strides[i] * (spatial[i] - 1) + extra[i] + reach[i] for i in range(dims)]
+    if shape is not None or (pads is None and auto_pad in ("SAME_UPPER", "SAME_LOWER")):
+        if shape is None:
+            shape = [spatial[i] * strides[i] for i in range(dims)]
+        shape = list(shape[-dims:])
+        total = [full[i] - shape[i] for i in range(dims)]
+        upper = auto_pad == "SAME_UPPER"
+        begin = [t // 2 if upper else t - t // 2 for t in total]
+    else:
+        pads = list(pads or [0] * 2 * dims)
+        begin = pads[:dims]
+        shape = [full[i] - pads[i] - pads[i + dims] for i in range(dims)]
+    work = np.float64 if x.dtype == np.float64 else np.float32
+    n, channels = x.shape[:2]
+    per_group = w.shape[1]
+    grouped_x = x.reshape(n, group, channels // group, *spatial).astype(work)
+    grouped_w = w.reshape(group, channels // group, per_group, *kernel).astype(work)
+    canvas = [max(full[i], begin[i] + shape[i]) for i in range(dims)]
+    out = np.zeros((n, group, per_group, *canvas), work)
+    every = (slice(None),) * 3
+    for at in np.ndindex(*kernel):
+        tap = grouped_w[every + tuple(at)]  # group, in, out
+        made = np.einsum("ngc...,gcm->ngm...", grouped_x, tap, optimize=True)
+        where = tuple(
+            slice(at[i] * dilations[i], at[i] * dilations[i] + (spatial[i] - 1) * strides[i] + 1,
+                  strides[i])
+            for i in range(dims)
+        )  # fmt: skip
+        out[every + where] += made
+    out = out.reshape(n, group * per_group, *canvas)
+    kept = tuple(slice(begin[i], begin[i] + shape[i]) for i in range(dims))
+    out = out[every[:2] + kept]
+    if b is not None:
+        out = out + b.astype(work).reshape(1, -1, *([1] * dims))
+    return out.astype(x.dtype)
 
 
 def _tf_nearest(

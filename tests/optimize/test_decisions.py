@@ -357,6 +357,44 @@ def test_the_reference_judge_runs_other_domains_ops_alone_in_onnxruntime(
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        "",
+        "strides = [2, 2], output_padding = [1, 1]",
+        "strides = [2, 1], pads = [1, 0, 0, 1], dilations = [2, 1]",
+        "strides = [2, 2], output_shape = [10, 9]",
+        'strides = [2, 2], auto_pad = "SAME_LOWER"',
+        "strides = [3, 2], pads = [1, 1, 1, 1], dilations = [1, 2], group = 2",
+    ],
+)
+def test_the_reference_judge_transposes_convolutions_as_onnxruntime(
+    tmp_path: Path, attributes: str
+) -> None:
+    """onnx's ConvTranspose scatters through col2im one element at a time in Python (a ViT
+    decoder's judge timed out), and gets group > 1 and output_shape wrong; the judge's own
+    computes it one strided slice per kernel position."""
+    from onnxforge._runtime_child import run_in_child
+
+    group = 2 if "group" in attributes else 1
+    model = model_from_text(
+        '<ir_version: 8, opset_import: ["" : 17]>'
+        f""" g (float[2, 4, 5, 4] x) => (float y) {{
+  y = ConvTranspose <{attributes}> (x, w, b)
+}}""".replace("<>", ""),
+        w=RNG.standard_normal((4, 3, 3, 2)).astype(np.float32),
+        b=RNG.standard_normal(3 * group).astype(np.float32),
+    )
+    path = tmp_path / "deconv.onnx"
+    save(model, path)
+    x = RNG.standard_normal((2, 4, 5, 4)).astype(np.float32)
+    done = run_in_child("reference", path, [{"x": x}], tmp_path)
+    assert done.error is None
+    want = run_onnxruntime(model, {"x": x})[0]
+    assert done.outputs[0][0].shape == want.shape
+    np.testing.assert_allclose(done.outputs[0][0], want, rtol=1e-5, atol=1e-5)
+
+
 def test_a_decision_on_sizes_alone_is_exact_arithmetic_not_a_pick() -> None:
     """A ViT's Cast of the square root of its patch count: pinned, onnxruntime's optimizer
     could no longer fold the Resize sizes it makes (and failed on them); it is no near tie."""
