@@ -7,7 +7,8 @@ Random inputs keep a detector's map saturated (no text anywhere), so ``precision
 sees little of what a conversion does to it. Here each detector of the wild corpus (fetched by
 ``wild.py fetch``) reads ``--pages`` (4) pages of 640 x 640: lines of words in DejaVu Sans at
 14-40 px, dark on white or on paper grey, normalized as PP-OCR feeds its detectors (ImageNet
-mean and std, channels first). Each conversion (``MODES``) runs as a user would run it; the
+mean and std, channels first). Each conversion (``MODES``, one calibrated on other rendered
+pages) runs as a user would run it, from a copy of the code made at the start; the
 original and the result run on onnxruntime (CPU). Per model and mode: the file's size over the
 original's, the map's largest difference (a probability: over 1), and the text pixels (map >
 0.3, DB's threshold) whose side of it the result changes. Needs pillow (the bench extra) and a
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -44,12 +46,18 @@ MODES = {
     "float16": ["--dtype", "float16"],
     "float16 --tolerance 0.1": ["--dtype", "float16", "--tolerance", "0.1"],
     "float16 --calibrate 0": ["--dtype", "float16", "--calibrate", "0"],
+    "float16 --calibration pages": ["--dtype", "float16", "--calibration"],
     "weights": ["--weights", "float16"],
     "occ": [],
     "onnxslim": [],
 }
-"""onnxforge's commands by their arguments; ``occ``: onnxconverter-common's
-convert_float_to_float16(keep_io_types=True); ``onnxslim``: onnxslim --dtype fp16."""
+"""onnxforge's commands by their arguments (``--calibration``: a folder of CALIBRATION_PAGES
+other pages, rendered as the judged ones are but from another seed); ``occ``:
+onnxconverter-common's convert_float_to_float16(keep_io_types=True); ``onnxslim``: onnxslim
+--dtype fp16."""
+CALIBRATION_PAGES = 5
+"""Pages of real-looking input for ``--calibration`` (as many as the random calibration's
+sets): the route the README gives a user whose model sees what random inputs do not."""
 OCC = (
     "import sys, onnx; from onnxconverter_common import float16; "
     "onnx.save(float16.convert_float_to_float16(onnx.load(sys.argv[1]), keep_io_types=True), "
@@ -57,11 +65,12 @@ OCC = (
 )
 
 
-def pages(count: int, side: int = SIDE) -> list[np.ndarray]:
-    """``count`` rendered pages as PP-OCR's detectors take them: [1, 3, side, side] float32."""
+def pages(count: int, side: int = SIDE, *, seed: int = 1) -> list[np.ndarray]:
+    """``count`` rendered pages as PP-OCR's detectors take them: [1, 3, side, side] float32
+    (the judged pages are seed 1's; ``--calibration``'s another seed's)."""
     from PIL import Image, ImageDraw, ImageFont
 
-    rng = np.random.default_rng(1)
+    rng = np.random.default_rng(seed)
     mean = np.array([0.485, 0.456, 0.406], np.float32)
     std = np.array([0.229, 0.224, 0.225], np.float32)
     made = []
@@ -92,8 +101,29 @@ def run(path: Path, feeds: list[np.ndarray]) -> list[np.ndarray]:
     return [np.asarray(session.run(None, {name: f})[0], np.float64) for f in feeds]
 
 
-def convert(mode: str, src: Path, dst: Path) -> tuple[int, float, str]:
-    """Run ``mode`` on ``src``: exit code, seconds, the last line of its stderr."""
+def calibration_folder(src: Path, side: int, work: Path) -> Path:
+    """CALIBRATION_PAGES pages (seed 2) as --calibration takes them: an .npz per page, the
+    array named as the detector's input."""
+    import onnxruntime as ort
+
+    name = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).get_inputs()[0].name
+    folder = work / "calibration"
+    folder.mkdir(exist_ok=True)
+    for index, page in enumerate(pages(CALIBRATION_PAGES, side, seed=2)):
+        np.savez(folder / f"page_{index}.npz", **{name: page})
+    return folder
+
+
+def convert(
+    mode: str,
+    src: Path,
+    dst: Path,
+    calibration: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> tuple[int, float, str]:
+    """Run ``mode`` on ``src`` (in ``env``: main's points PYTHONPATH at a copy of the code
+    made at the start, ``wild.snapshot``, so edits during a run change nothing measured):
+    exit code, seconds, the last line of its stderr."""
     if mode == "occ":
         cmd = [sys.executable, "-c", OCC, str(src), str(dst)]
     elif mode == "onnxslim":
@@ -105,9 +135,13 @@ def convert(mode: str, src: Path, dst: Path) -> tuple[int, float, str]:
             "fp16",
         ]
     else:
-        cmd = [*wild._cli(), "convert", str(src), *MODES[mode], "-o", str(dst), "-q"]
+        given = MODES[mode] + ([str(calibration)] if "--calibration" in MODES[mode] else [])
+        cmd = [*wild._cli(), "convert", str(src), *given, "-o", str(dst), "-q"]
     started = time.monotonic()
-    done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", check=False)
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, errors="replace", check=False, env=env,
+        cwd=dst.parent,  # not the work tree: a checkout's own onnxforge/ would come first
+    )  # fmt: skip
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     return done.returncode, time.monotonic() - started, lines[-1][:200] if lines else ""
 
@@ -122,7 +156,9 @@ def side_of(path: Path) -> int:
     return shape[2] if isinstance(shape[2], int) and shape[2] > 0 else SIDE
 
 
-def measure(model: dict[str, Any], count: int, work: Path) -> dict[str, Any]:
+def measure(
+    model: dict[str, Any], count: int, work: Path, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     src = Path(model["file"])
     side = side_of(src)
     feeds = pages(count, side)
@@ -131,9 +167,10 @@ def measure(model: dict[str, Any], count: int, work: Path) -> dict[str, Any]:
     record: dict[str, Any] = {
         "id": model["id"], "bytes": src.stat().st_size, "side": side, "text_pixels": text,
     }  # fmt: skip
+    calibration = calibration_folder(src, side, work)
     for mode in MODES:
         dst = work / f"{mode.replace(' ', '_')}.onnx"
-        code, seconds, said = convert(mode, src, dst)
+        code, seconds, said = convert(mode, src, dst, calibration, env)
         cell: dict[str, Any] = {"exit": code, "seconds": round(seconds, 1)}
         if code != 0 or not dst.exists():
             cell["error"] = said
@@ -172,7 +209,9 @@ def report(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -> No
         "probability map's largest difference from the original's (over 1), in brackets "
         f"the text pixels (map > {THRESHOLD}) whose side of it changes, then the file's "
         "size over the original's. The issue's budget for float16 is 1e-2 of the output's "
-        "range; `--tolerance 0.1` is what a user reaching for half the file would give.",
+        "range; `--tolerance 0.1` is what a user reaching for half the file would give; "
+        f"`--calibration pages` calibrates on {CALIBRATION_PAGES} other rendered pages (the "
+        "README's route for inputs random ones do not resemble).",
         "",
         "| model | MB | text pixels | " + " | ".join(f"`{m}`" for m in MODES) + " |",
         "| --- | --- | --- | " + " | ".join("---" for _ in MODES) + " |",
@@ -211,16 +250,18 @@ def main() -> None:
     globs = [g for g in args.models.split(",") if g]
     todo = [{"id": m["id"], "file": str(cache / m["file"])} for m in manifest
             if any(fnmatch.fnmatch(m["id"], g) for g in globs)]  # fmt: skip
-    head = subprocess.run(["git", "-C", str(HERE), "describe", "--always", "--dirty"],
-                          capture_output=True, text=True, check=False).stdout.strip()  # fmt: skip
-    meta = {"code": head, "onnxruntime": onnxruntime.__version__, "pages": args.pages}
     records = []
     with tempfile.TemporaryDirectory(prefix="onnxforge-pages-") as scratch:
+        snap = wild.snapshot(Path(scratch) / "code")
+        head = snap["commit"] + (f" + modified {', '.join(snap['modified'])}"
+                                 if snap["modified"] else "")  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": str(Path(scratch) / "code")}
+        meta = {"code": head, "onnxruntime": onnxruntime.__version__, "pages": args.pages}
         for index, model in enumerate(todo, 1):
             print(f"[{index}/{len(todo)}] {model['id']}", flush=True)
             work = Path(scratch) / str(index)
             work.mkdir()
-            records.append(measure(model, args.pages, work))
+            records.append(measure(model, args.pages, work, env))
             report(records, args.out, meta)
 
 
