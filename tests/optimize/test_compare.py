@@ -8,8 +8,11 @@ import numpy as np
 import pytest
 
 from onnxforge.api.compare import (
+    CloseCall,
     InputSizes,
     Saturating,
+    close_call_error,
+    close_call_inputs,
     compare_on_onnxruntime,
     middle_error,
     random_inputs,
@@ -306,6 +309,35 @@ def test_saturating_outputs_are_found_through_moves_and_not_through_arithmetic()
     # r is arithmetic on a Sigmoid; s reads a graph input, which nothing rounds but the
     # input's own cast; a Softmax's margin on random logits of hundreds is no measure
     assert saturating_inputs(model) == {"z": Saturating("q")}
+
+
+def test_close_calls_are_the_softmax_outputs_found_through_moves() -> None:
+    model = model_from_text(
+        HEADER + " g (float[N, 4] x) => (float[4, N] q, float[N, 4] r, float[N, 4] s) {"
+        " z = Relu(x)  p = Softmax<axis = 1>(z)  q = Transpose(p)"
+        " e = Softmax(z)  r = Mul(e, e)  s = Softmax(x) }"
+    )
+    assert close_call_inputs(model) == {"z": CloseCall("q", 1, flattened=False)}
+    old = model_from_text(
+        '<ir_version: 7, opset_import: ["" : 11]>'
+        " g (float[N, 4] x) => (float[N, 4] p) { z = Relu(x)  p = Softmax(z) }"
+    )
+    assert close_call_inputs(old) == {"z": CloseCall("p", 1, flattened=True)}
+
+
+def test_close_call_error_reads_the_nearest_two_classes_at_a_quarter() -> None:
+    """The row whose two largest logits are nearest is read: its two classes' error
+    difference over 4; a saturated row's large errors are not."""
+    want = np.array([[100.0, -50.0, 0.0], [3.0, 2.5, -7.0]], np.float32)
+    got = want + np.array([[9.0, -9.0, 9.0], [0.1, -0.1, 5.0]], np.float32)
+    across = CloseCall("p", -1, flattened=False)
+    assert close_call_error(want, got, across) == pytest.approx(0.05)  # (0.1 + 0.1) / 4
+    down = CloseCall("p", 0, flattened=False)  # classes down the first axis: 3 rows of 2
+    assert close_call_error(want, got, down) == pytest.approx((9.0 - 5.0) / 4)  # 0 and -7
+    assert close_call_error(want, got[:1], across) == np.inf
+    cube = np.stack([want, want])  # before version 13: 2 rows of 6, every dim from axis 1
+    flat = CloseCall("p", 1, flattened=True)
+    assert close_call_error(cube, np.stack([got, got]), flat) == pytest.approx((9 - 0.1) / 4)
 
 
 def test_middle_error_reads_the_least_saturated_elements_at_a_quarter() -> None:
