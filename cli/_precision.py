@@ -120,16 +120,22 @@ def calibration_json(calibration: Calibration | None, name: str) -> dict[str, An
     if calibration is None or calibration.result is None:
         return None
     found = calibration.result
-    for output, error in found.close_calls.items():
-        measured = found.errors.get(output, 0.0)
-        if error > calibration.budget >= measured:
-            note(
-                f"{name}: {output!r} moved {measured:.2g} on the calibration's input sets, "
-                f"but at a close call between two classes it would move by about {error:.2g}, "
-                f"past {calibration.budget:g} (its Softmax input's error where two classes "
-                "are nearest, over 4): calibrate on inputs that make close calls "
-                "(--calibration DIR) to hold it there"
-            )
+    hidden = {
+        output: error
+        for output, error in found.close_calls.items()
+        if error > calibration.budget >= found.errors.get(output, 0.0)
+    }
+    if hidden:
+        measured = max(found.errors.get(output, 0.0) for output in hidden)
+        them = "it" if len(hidden) == 1 else "them"
+        moves = ", ".join(f"{output!r} {error:.2g}" for output, error in hidden.items())
+        note(
+            f"{name}: at a close call between two classes the result would move {moves} "
+            f"(past {calibration.budget:g}: a Softmax input's error where two classes are "
+            f"nearest, over 4); the calibration's input sets made no such call (they moved "
+            f"{them} {measured:.2g} at most): calibrate on inputs that do (--calibration DIR) "
+            f"to hold {them} there"
+        )
     return {
         "input_sets": len(calibration.feeds) if calibration.feeds else calibration.runs,
         "rounds": found.rounds,

@@ -557,8 +557,11 @@ def test_a_softmax_saturated_on_the_calibration_notes_its_close_call_error(
     estimate = calibration["close_calls"]["p"]
     assert 1e-3 < estimate < 10  # the logits' rounding error (about 0.5 each), over 4
     message = " ".join(result.stderr.split())
-    assert f"'p' moved {calibration['errors']['p']:.2g} on the calibration's input sets" in message
-    assert f"it would move by about {estimate:.2g}, past 0.001" in message
+    assert (
+        f"at a close call between two classes the result would move 'p' {estimate:.2g} "
+        "(past 0.001" in message
+    )
+    assert f"(they moved it {calibration['errors']['p']:.2g} at most)" in message
     quiet = runner.invoke(
         app, ["convert", str(path), "--weights", "float16", "--tolerance", "1", "-o", str(out)]
     )
