@@ -2,8 +2,10 @@
 
 A worker that crashes (a segfault in a native library, an abort) or runs past ``timeout`` is a
 ``worker`` problem for its file, never the end of the run: the worker and everything it
-started (the runtime child of ``--verify``) are killed as one process group. Results come
-back in the order of the files, whatever order the workers finish in.
+started (the runtime child of ``--verify``) are killed as one process group, and the folder
+its temporary files were made in (one per worker, registered with _cleanup) is removed: a
+killed worker runs no cleanup of its own. Results come back in the order of the files,
+whatever order the workers finish in.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from onnxforge import _cleanup
 from onnxforge.api._check import Problem, check
 from onnxforge.errors import OnnxForgeError
 
@@ -62,9 +66,12 @@ def check_one(file: str, options: Mapping[str, Any]) -> FileResult:
     return FileResult(file, problems, None, 0, time.perf_counter() - start, ran_with)
 
 
-def _worker(work: Work, file: str, options: Mapping[str, Any], conn: Connection) -> None:
+def _worker(
+    work: Work, file: str, options: Mapping[str, Any], conn: Connection, folder: str
+) -> None:
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # one group with the runtime children it starts: killed together
+    tempfile.tempdir = folder  # its temporary files, where the pool removes them
     try:
         result = work(file, options)
     except BaseException as exc:  # noqa: BLE001  (an onnxforge bug: one line, not a traceback)
@@ -82,6 +89,14 @@ class _Running:
     process: Any
     conn: Connection
     deadline: float
+    folder: str
+
+    def end(self) -> None:
+        """Kill the worker where it still runs, and remove its temporary folder."""
+        if self.process.is_alive():
+            _kill(self.process)
+        _cleanup.remove(self.folder)
+        _cleanup.unregister(self.folder)
 
 
 def _context() -> Any:
@@ -134,14 +149,17 @@ def check_files(
             while pending and len(running) < max(1, jobs):
                 index = pending.pop(0)
                 receive, send = ctx.Pipe(duplex=False)
+                folder = tempfile.mkdtemp(prefix="onnxforge-worker-")
+                _cleanup.register(folder)
                 process = ctx.Process(
                     target=_worker,
-                    args=(work, names[index], dict(options[index]), send),
+                    args=(work, names[index], dict(options[index]), send, folder),
                     daemon=True,
                 )
                 process.start()
                 send.close()
-                running.append(_Running(index, process, receive, time.monotonic() + timeout))
+                deadline = time.monotonic() + timeout
+                running.append(_Running(index, process, receive, deadline, folder))
             now = time.monotonic()
             soonest = min(r.deadline for r in running)
             ready = wait(
@@ -173,11 +191,12 @@ def check_files(
                 if done:
                     assert result is not None
                     run.conn.close()
+                    run.end()
                     running.remove(run)
                     results[run.index] = result
                     if on_done is not None:
                         on_done(result)
     finally:
-        for run in running:  # interrupted: leave no worker behind
-            _kill(run.process)
+        for run in running:  # interrupted: leave no worker behind, nor its files
+            run.end()
     return [r for r in results if r is not None]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -342,6 +343,26 @@ def test_a_worker_that_dies_or_hangs_is_reported_and_the_rest_are_checked(tmp_pa
     assert [p.code for p in crash] == ["worker"] and "SIGABRT" in crash[0].message
     assert [p.code for p in hang] == ["worker"] and "--timeout 3 s" in hang[0].message
     assert [r.status for r in results] == ["ok", "problems", "ok", "problems", "ok"]
+
+
+def _leaving_files(file: str, options: dict[str, object]) -> FileResult:
+    made = Path(tempfile.mkdtemp(prefix="onnxforge-check-"))  # as --verify's check does
+    (made / "inputs.npz").write_bytes(b"arrays")
+    return _faulty(file, options)
+
+
+def test_a_killed_worker_leaves_no_temporary_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker killed past --timeout (or crashed) runs no cleanup: its --verify folders
+    stayed in /tmp (one per CI run). Each worker makes them in a folder the pool removes."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    paths = [_save(tmp_path / n, GOOD) for n in ["a.onnx", "crash.onnx", "hang.onnx"]]
+    results = check_files(paths, [{}] * 3, jobs=3, timeout=3, work=_leaving_files)
+    assert [r.status for r in results] == ["ok", "problems", "problems"]
+    assert list(temp.iterdir()) == []
 
 
 # -- SARIF --------------------------------------------------------------------------------------
