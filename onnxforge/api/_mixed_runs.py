@@ -187,6 +187,7 @@ class _Runs:
         self.floats: set[str] = set()  # float32 values, by what the float32 run returned
         self.reference: list[dict[str, np.ndarray]] | None = None  # that run, when it fits
         self.saved: dict[tuple[str, int], Path] = {}  # (value, input set) -> its float32 .npy
+        self.known: dict[str, int] = {}  # value -> its bytes per input set, as a run gave it
 
     # -- what a chooser gives ----------------------------------------------------------------
     def _convert(self, keep: Mapping[str, str]) -> Model:
@@ -300,6 +301,7 @@ class _Runs:
                     continue
                 self.floats.add(name)
                 largest[name] = max(largest.get(name, 0.0), _largest(array))
+                self.known[name] = max(self.known.get(name, 0), array.nbytes)
 
     def _measure(
         self,
@@ -398,10 +400,15 @@ class _Runs:
     def _batches(
         self, values: Sequence[Value], companions: Mapping[str, Sequence[str]] | None = None
     ) -> list[Batch]:
+        """The runs exposing ``values``: sized by what the float32 run gave where it ran
+        them, else estimated from their shapes (an unknown dim as the largest input dim: a
+        paddle2onnx detector's values came out at terabytes, one value and one set per run,
+        1,570 runs a round where 3 hold them)."""
         bindings, fallback = _bindings(self.base.graph, self.feeds)
         with_ = companions or {}
         sizes = {
-            v.name: _nbytes(v, bindings, fallback) * (1 + len(with_.get(v.name, ())))
+            v.name: (self.known.get(v.name) or _nbytes(v, bindings, fallback))
+            * (1 + len(with_.get(v.name, ())))
             for v in values
         }
         return _batches(sizes, len(self.feeds), MEMORY_BUDGET)
