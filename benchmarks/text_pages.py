@@ -101,12 +101,9 @@ def run(path: Path, feeds: list[np.ndarray]) -> list[np.ndarray]:
     return [np.asarray(session.run(None, {name: f})[0], np.float64) for f in feeds]
 
 
-def calibration_folder(src: Path, side: int, work: Path) -> Path:
+def calibration_folder(name: str, side: int, work: Path) -> Path:
     """CALIBRATION_PAGES pages (seed 2) as --calibration takes them: an .npz per page, the
-    array named as the detector's input."""
-    import onnxruntime as ort
-
-    name = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).get_inputs()[0].name
+    array named as the detector's input, ``name``."""
     folder = work / "calibration"
     folder.mkdir(exist_ok=True)
     for index, page in enumerate(pages(CALIBRATION_PAGES, side, seed=2)):
@@ -146,28 +143,28 @@ def convert(
     return done.returncode, time.monotonic() - started, lines[-1][:200] if lines else ""
 
 
-def side_of(path: Path) -> int:
-    """The page side the detector takes: its input's fixed height (960 for some), else SIDE."""
+def input_of(path: Path) -> tuple[str, int]:
+    """The detector's input: its name, and the page side it takes (its fixed height, 960
+    for some, else SIDE)."""
     import onnxruntime as ort
 
-    shape = (
-        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).get_inputs()[0].shape
-    )
-    return shape[2] if isinstance(shape[2], int) and shape[2] > 0 else SIDE
+    first = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).get_inputs()[0]
+    shape = first.shape
+    return first.name, shape[2] if isinstance(shape[2], int) and shape[2] > 0 else SIDE
 
 
 def measure(
     model: dict[str, Any], count: int, work: Path, env: dict[str, str] | None = None
 ) -> dict[str, Any]:
     src = Path(model["file"])
-    side = side_of(src)
+    name, side = input_of(src)
     feeds = pages(count, side)
     want = run(src, feeds)
     text = sum(int((w > THRESHOLD).sum()) for w in want)
     record: dict[str, Any] = {
         "id": model["id"], "bytes": src.stat().st_size, "side": side, "text_pixels": text,
     }  # fmt: skip
-    calibration = calibration_folder(src, side, work)
+    calibration = calibration_folder(name, side, work)
     for mode in MODES:
         dst = work / f"{mode.replace(' ', '_')}.onnx"
         code, seconds, said = convert(mode, src, dst, calibration, env)

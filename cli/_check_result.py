@@ -86,7 +86,7 @@ def check_result(
         }
         changed = {k: t for k, t in result_inputs.items() if before.get(k) != t}
         with temporary_folder("onnxforge-check-") as folder:
-            source, staged = _deterministic(original, source, staged, Path(folder))
+            source, staged = _deterministic(original, source, staged, folder)
             del original
             found = _measure(
                 source,

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 __all__ = [
     "blocked_signals",
+    "discard",
     "enable_janitor",
     "install_handlers",
+    "new_folder",
     "register",
     "remove",
     "temporary_folder",
@@ -109,18 +111,30 @@ def unregister(path: str | os.PathLike[str]) -> None:
             _tell(b"-", key)
 
 
-@contextlib.contextmanager
-def temporary_folder(prefix: str) -> Iterator[Path]:
-    """A new folder in the system's temporary folder for the block, registered: removed at its
-    end, and however the process ends (a calibration's float32 arrays there can be
-    gigabytes; tempfile.TemporaryDirectory left them behind on SIGTERM or SIGKILL)."""
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
+def discard(path: str | os.PathLike[str]) -> None:
+    """Remove a registered ``path`` and withdraw its registration."""
+    remove(path)
+    unregister(path)
+
+
+def new_folder(prefix: str, parent: str | os.PathLike[str] | None = None) -> Path:
+    """A new folder in ``parent`` (the system's temporary folder by default), registered:
+    removed however the process ends until ``discard``."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     register(folder)
+    return folder
+
+
+@contextlib.contextmanager
+def temporary_folder(prefix: str, parent: str | os.PathLike[str] | None = None) -> Iterator[Path]:
+    """A ``new_folder`` for the block, discarded at its end, and however the process ends (a
+    calibration's float32 arrays there can be gigabytes; tempfile.TemporaryDirectory left
+    them behind on SIGTERM or SIGKILL)."""
+    folder = new_folder(prefix, parent)
     try:
         yield folder
     finally:
-        remove(folder)
-        unregister(folder)
+        discard(folder)
 
 
 def _tell(op: bytes, key: str) -> None:

@@ -197,7 +197,7 @@ def _foreign(proto: Any) -> set[tuple[str, str]]:
     (com.microsoft's fused ops) and that no model-local function defines."""
     functions = {(f.domain, f.name) for f in proto.functions}
     found: set[tuple[str, str]] = set()
-    graphs = [proto.graph, *(f for f in proto.functions)]
+    graphs = [proto.graph, *proto.functions]
     while graphs:
         graph = graphs.pop()
         for node in graph.node:

@@ -552,8 +552,7 @@ def _verify(
     if found:
         return found
     candidates = _plans(model, shapes, sizes)
-    with temporary_folder("onnxforge-check-") as tmp:
-        folder = Path(tmp)
+    with temporary_folder("onnxforge-check-") as folder:
         if path is None:
             path = folder / "model.onnx"
             save(model, path)

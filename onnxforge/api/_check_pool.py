@@ -95,8 +95,7 @@ class _Running:
         """Kill the worker where it still runs, and remove its temporary folder."""
         if self.process.is_alive():
             _kill(self.process)
-        _cleanup.remove(self.folder)
-        _cleanup.unregister(self.folder)
+        _cleanup.discard(self.folder)
 
 
 def _context() -> Any:
@@ -149,8 +148,7 @@ def check_files(
             while pending and len(running) < max(1, jobs):
                 index = pending.pop(0)
                 receive, send = ctx.Pipe(duplex=False)
-                folder = tempfile.mkdtemp(prefix="onnxforge-worker-")
-                _cleanup.register(folder)
+                folder = str(_cleanup.new_folder("onnxforge-worker-"))
                 process = ctx.Process(
                     target=_worker,
                     args=(work, names[index], dict(options[index]), send, folder),

@@ -94,7 +94,7 @@ def choose_float32_ops(
     target = _target(dtype, feeds)
     with temporary_folder("onnxforge-mixed-") as folder:
         chooser = _Chooser(
-            model, target, feeds, Path(folder), tolerance=tolerance, keep_io_types=keep_io_types
+            model, target, feeds, folder, tolerance=tolerance, keep_io_types=keep_io_types
         )
         chooser.budget = tolerance if budget is None else budget
         return chooser.choose(dict(keep_float32 or {}), max(1, max_rounds))

@@ -174,7 +174,7 @@ class Calibration:
             return {}
         with temporary_folder("onnxforge-mixed-") as folder:
             chooser = _Chooser(
-                model, DType.FLOAT16, [{}], Path(folder), tolerance=self.budget,
+                model, DType.FLOAT16, [{}], folder, tolerance=self.budget,
                 keep_io_types=self.keep_io_types,
             )  # fmt: skip
             keep = chooser.load_guard(dict(self.keep_float32))

@@ -93,7 +93,7 @@ def choose_float32_weights(
     """
     target = _target(dtype, feeds)
     with temporary_folder("onnxforge-mixed-") as folder:
-        chooser = _WeightChooser(model, target, feeds, Path(folder), tolerance=tolerance)
+        chooser = _WeightChooser(model, target, feeds, folder, tolerance=tolerance)
         return chooser.choose(dict(keep_float32 or {}), max(1, max_rounds))
 
 

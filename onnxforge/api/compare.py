@@ -451,7 +451,7 @@ def close_call_error(want: np.ndarray, got: np.ndarray, how: CloseCall) -> float
         g = np.moveaxis(g, axis, -1).reshape(-1, g.shape[axis])
     if w.shape[1] < 2 or w.shape[0] == 0:
         return 0.0
-    w = np.where(np.isfinite(w), w, np.nan_to_num(w, posinf=1e300, neginf=-1e300))
+    w = np.nan_to_num(w, posinf=1e300, neginf=-1e300)
     pair = np.argsort(w, axis=1)[:, -2:]  # the second largest, the largest
     index = np.arange(w.shape[0])
     margin = w[index, pair[:, 1]] - w[index, pair[:, 0]]
@@ -583,7 +583,7 @@ def _run(
             "(pip install onnxruntime)"
         )
     with temporary_folder("onnxforge-compare-") as folder:
-        done = run_in_child(runtime, path, feeds, Path(folder))
+        done = run_in_child(runtime, path, feeds, folder)
     if done.error is not None:
         raise OnnxForgeError(f"{path}: {done.error}")
     return done.outputs
@@ -686,7 +686,7 @@ def compare_within(
     ]
     with temporary_folder("onnxforge-compare-") as folder:
         judged = _Judged.of(original, result, feeds if pinned else [], output_names,
-                            Path(folder))  # fmt: skip
+                            folder)  # fmt: skip
         want = _run(judged.original, feeds)
         picks = [{p: w[i] for p, i in judged.picks.items()} for w in want]
         found: list[OutputError] = []

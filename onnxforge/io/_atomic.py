@@ -91,8 +91,7 @@ class TempFile:
         if not self.handle.closed:
             self.handle.close()
         if self.named:
-            _cleanup.remove(self.name)
-            _cleanup.unregister(self.name)
+            _cleanup.discard(self.name)
             self.named = False
 
 

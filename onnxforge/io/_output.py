@@ -10,7 +10,6 @@ import os
 import shutil
 import stat
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -165,21 +164,15 @@ class Output:
         (same filesystem, so publishing is a rename), in the temporary folder for a stream.
         Registered with _cleanup: a signal, or the janitor after a SIGKILL, removes it."""
         if self.streamed:
-            folder = Path(tempfile.mkdtemp(prefix="onnxforge-staging-"))
-            name = "model.onnx"
+            prefix, parent, name = "onnxforge-staging-", None, "model.onnx"
         else:
             assert self.path is not None
             parent = self.path.parent
             if not parent.is_dir():
                 raise OnnxForgeError(f"{self.path}: the folder {str(parent)!r} does not exist")
-            folder = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.{os.getpid()}.", dir=parent))
-            name = self.path.name
-        _cleanup.register(folder)
-        try:
+            prefix, name = f".{self.path.name}.{os.getpid()}.", self.path.name
+        with _cleanup.temporary_folder(prefix, parent) as folder:
             yield folder / name
-        finally:
-            _cleanup.remove(folder)
-            _cleanup.unregister(folder)
 
     def publish(self, staged: Path, location: str) -> None:
         """Put a staged result in place: renamed, its data file first (the model never points
@@ -218,13 +211,8 @@ def spooled_stdin(stream: BinaryIO | None = None) -> Iterator[Path]:
         raise ModelReadError(
             STDIN_NAME, "is a terminal; pipe a model into it (cat model.onnx | onnxforge ...)"
         )
-    folder = Path(tempfile.mkdtemp(prefix="onnxforge-stdin-"))
-    _cleanup.register(folder)
-    try:
+    with _cleanup.temporary_folder("onnxforge-stdin-") as folder:
         path = folder / "stdin.onnx"
         with open(path, "wb") as copy:
             shutil.copyfileobj(source, copy, _CHUNK)
         yield path
-    finally:
-        _cleanup.remove(folder)
-        _cleanup.unregister(folder)
