@@ -188,6 +188,7 @@ class _Runs:
         self.reference: list[dict[str, np.ndarray]] | None = None  # that run, when it fits
         self.saved: dict[tuple[str, int], Path] = {}  # (value, input set) -> its float32 .npy
         self.known: dict[str, int] = {}  # value -> its bytes per input set, as a run gave it
+        self._estimated: dict[str, int] | None = None  # _estimates', made once
 
     # -- what a chooser gives ----------------------------------------------------------------
     def _convert(self, keep: Mapping[str, str]) -> Model:
@@ -404,14 +405,41 @@ class _Runs:
         them, else estimated from their shapes (an unknown dim as the largest input dim: a
         paddle2onnx detector's values came out at terabytes, one value and one set per run,
         1,570 runs a round where 3 hold them)."""
-        bindings, fallback = _bindings(self.base.graph, self.feeds)
         with_ = companions or {}
+        unknown = [v for v in values if v.name not in self.known]
+        estimated = self._estimates() if unknown else {}
         sizes = {
-            v.name: (self.known.get(v.name) or _nbytes(v, bindings, fallback))
+            v.name: (self.known.get(v.name) or estimated.get(v.name, 0))
             * (1 + len(with_.get(v.name, ())))
             for v in values
         }
         return _batches(sizes, len(self.feeds), MEMORY_BUDGET)
+
+    def _estimates(self) -> dict[str, int]:
+        """Each main-graph value's bytes per input set, estimated from its shape with the
+        feeds' sizes bound (``_nbytes``). The shapes come from a fresh inference of a copy
+        with only the inputs' types kept: inferred again, a model whose unnamed batch dim an
+        earlier inference named keeps that name inside while the input's gets a new one,
+        which no feed binds (v-ppocr's detector: every value estimated at 640 images, one
+        value a run, 4 min of runs before the float32 run gave the sizes)."""
+        if self._estimated is not None:
+            return self._estimated
+        sizing = _copy(self.base)
+        inputs = set(sizing.graph.inputs)
+        for value in _by_name(sizing.graph).values():
+            if value not in inputs and value.const is None:
+                value.type = None
+        try:
+            report = infer(sizing, verify=False)
+            named = {v.name: t for v, t in report.input_names.items()}
+        except Exception as exc:  # noqa: BLE001  (estimates from the model's own types then)
+            logger.info("mixed precision: sizes estimated from the declared types (%s)", exc)
+            sizing, named = self.base, {}
+        bindings, fallback = _bindings(sizing.graph, self.feeds, named)
+        self._estimated = {
+            v.name: _nbytes(v, bindings, fallback) for v in _by_name(sizing.graph).values()
+        }
+        return self._estimated
 
     def _run(
         self,
@@ -601,13 +629,16 @@ def _batches(sizes: Mapping[str, int], runs: int, budget: int) -> list[Batch]:
     return found
 
 
-def _bindings(graph: Graph, feeds: Feeds) -> tuple[dict[str, int], int]:
+def _bindings(
+    graph: Graph, feeds: Feeds, named: Mapping[str, TensorType] | None = None
+) -> tuple[dict[str, int], int]:
     """The input symbols' sizes in the feeds (the largest over the sets), and the size taken
-    for a dim they do not give (the largest input dim)."""
+    for a dim they do not give (the largest input dim). ``named``: input name -> its type
+    with the names an inference gave its unnamed dims (``InferReport.input_names``)."""
     bindings: dict[str, int] = {}
     largest = 1
     for value in graph.inputs:
-        t = value.type
+        t = (named or {}).get(value.name, value.type)
         for feed in feeds:
             array = feed.get(value.name)
             if array is None:

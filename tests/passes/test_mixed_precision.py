@@ -784,24 +784,33 @@ def test_an_image_models_random_calibration_alternates_noise_and_scenes(monkeypa
     assert all(len(np.unique(f["x"])) == X.size for f in seen[-1])  # noise every time
 
 
-def test_runs_are_sized_by_what_the_float32_run_gave(
+def test_runs_are_sized_by_the_feeds_then_by_what_the_float32_run_gave(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An unnamed batch dim becomes a symbol the feeds do not bind, and an estimate takes it
-    as the largest input dim: v-ppocr's PP-OCRv3 detector's values came out past the budget,
-    one value and one input set per run (1,570 runs a round). Once the float32 run has given
-    each value's size, the runs hold as many as fit."""
+    """An unnamed batch dim gets a name from each inference: a model inferred before (as
+    the CLI's is) keeps the earlier name inside while the input gets a new one, which no
+    feed binds, and the estimate took it as the largest input dim (v-ppocr's PP-OCRv3
+    detector: one value and one input set per run, 4 min before the float32 run gave the
+    sizes). The estimate now binds it; a size no shape gives (Compress) is the float32
+    run's once it has run."""
     model = _model(
-        "g (float[?, 64] x) => (float[?, 64] y) {"
-        " a = Tanh (x)  b = Sigmoid (a)  c = Mul (a, b)  y = Add (c, x) }"
+        "g (float[?, 64] x) => (float[?, 64] y, float[?] z) {"
+        " a = Tanh (x)  b = Sigmoid (a)  c = Mul (a, b)  y = Add (c, x)"
+        " flat = Reshape (x, minus_one)  keep = Greater (flat, zero)"
+        " z = Compress (flat, keep) }",
+        minus_one=np.array([-1], np.int64),
+        zero=np.array(0.0, np.float32),
     )
+    infer(model)  # names the batch dim inside
     monkeypatch.setattr(_mixed_runs, "MEMORY_BUDGET", 4096)
     feeds = [{"x": RNG.standard_normal((1, 64)).astype(np.float32)} for _ in range(3)]
     chooser = _Chooser(model, DType.FLOAT16, feeds, tmp_path, tolerance=HALF_TOLERANCE,
                        keep_io_types=True)  # fmt: skip
     values = [chooser.values[n] for n in ("a", "b", "c")]
-    estimated = chooser._batches(values)  # 64 x 64 floats each: past 4096 bytes alone
-    assert len(estimated) == 9 and all(len(names) == 1 for names, _ in estimated)
+    assert chooser._batches(values) == [(["a", "b", "c"], range(0, 3))]  # one row of 64 each
+    assert chooser._estimates()["a"] == 64 * 4
+    assert chooser._estimates()["z"] == 64 * 4  # its length: the largest input dim
     chooser._run_float32(chooser.base)
-    assert chooser.known["a"] == 64 * 4  # one row of 64 floats per set
-    assert chooser._batches(values) == [(["a", "b", "c"], range(0, 3))]
+    positives = max(int((f["x"] > 0).sum()) for f in feeds)
+    assert chooser.known["a"] == 64 * 4
+    assert chooser.known["z"] == positives * 4 < 64 * 4
