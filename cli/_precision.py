@@ -148,6 +148,9 @@ def calibration_json(calibration: Calibration | None, name: str) -> dict[str, An
         "picks_flipped": {name: list(n) for name, n in found.flipped.items() if n[0]},
         "close_calls": found.close_calls,
         "kept_float32": found.keep,
+        # the kept ops' weights: stored in the half type, but those listed here
+        "kept_weights_stored": found.store_kept_weights,
+        "kept_weights_float32": found.float32_weights,
     }
 
 

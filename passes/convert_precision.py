@@ -156,7 +156,8 @@ class ConvertPrecisionPass(Pass):
     ``store_kept_weights`` of what ``choose`` returns, when it has one): the weights the ops
     left in float32 read are then stored in ``dtype`` behind a Cast, as ``weights_only``
     stores them, so the file halves while those ops compute in float32; but the weights of
-    the ops ``asked`` names (default: ``keep_float32``), which keep the original's.
+    the ops ``asked`` names (default: ``keep_float32``), which keep the original's, and
+    those ``float32_weights`` names (weight -> why: their rounding moves the outputs most).
 
     ``weights_only``: float32 initializers (and Constant values) of at least ``min_elements``
     are stored in ``dtype`` behind one Cast to float32 each: every op still computes in
@@ -182,6 +183,7 @@ class ConvertPrecisionPass(Pass):
         choose: Callable[[Model], Mapping[str, str]] | None = None,
         store_kept_weights: bool = False,
         asked: Mapping[str, str] | None = None,
+        float32_weights: Mapping[str, str] | None = None,
     ) -> None:
         if dtype not in DTYPES:
             raise PreconditionError(f"dtype {dtype!r}: one of {', '.join(DTYPES)}")
@@ -199,6 +201,7 @@ class ConvertPrecisionPass(Pass):
         self.choose = choose
         self.store_kept_weights = store_kept_weights
         self.asked = asked
+        self.float32_weights = dict(float32_weights or {})
         self._errors_before = 0
 
     def call(self, model: Model) -> PassResult:
@@ -206,9 +209,11 @@ class ConvertPrecisionPass(Pass):
         target = DTYPES[self.dtype]
         given = self.keep_float32
         store = self.store_kept_weights
+        float32_weights = self.float32_weights
         if self.choose is not None:  # what the model computes says more stays float32
             chosen = self.choose(model)
             store = getattr(chosen, "store_kept_weights", store)
+            float32_weights = getattr(chosen, "float32_weights", float32_weights)
             self.keep_float32 = {**chosen, **given}
         try:
             if self.weights_only:
@@ -218,7 +223,8 @@ class ConvertPrecisionPass(Pass):
                 refresh_captures(model)
                 if store and target in HALVES:  # the float32 ops' weights, stored half
                     asked = given if self.asked is None else self.asked
-                    self._compress_weights(model, target, result, _asked_weights(model, asked))
+                    kept = {**_asked_weights(model, asked), **float32_weights}
+                    self._compress_weights(model, target, result, kept)
         finally:
             self.keep_float32 = given
         result.modified = any(k not in KEPT_NOTES for k in result.stats)

@@ -70,11 +70,19 @@ and was 1.8e-2 on --check's five others)."""
 
 class Chosen(dict[str, str]):
     """What a calibration keeps float32 (key -> why), and whether the weights of those ops
-    are stored in the half type (``ConvertPrecisionPass`` reads ``store_kept_weights``)."""
+    are stored in the half type but ``float32_weights`` (``ConvertPrecisionPass`` reads
+    ``store_kept_weights`` and ``float32_weights``)."""
 
-    def __init__(self, keep: Mapping[str, str], *, store_kept_weights: bool = False) -> None:
+    def __init__(
+        self,
+        keep: Mapping[str, str],
+        *,
+        store_kept_weights: bool = False,
+        float32_weights: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(keep)
         self.store_kept_weights = store_kept_weights
+        self.float32_weights = dict(float32_weights or {})
 
 
 def _recipes(sizes: Sequence[InputSizes]) -> tuple[InputSizes, ...]:
@@ -229,4 +237,8 @@ class Calibration:
                 f"still past the tolerance {self.budget:g} of their range: {worst}; "
                 f"{advice}"
             )
-        return Chosen(self.result.keep, store_kept_weights=self.result.store_kept_weights)
+        return Chosen(
+            self.result.keep,
+            store_kept_weights=self.result.store_kept_weights,
+            float32_weights=self.result.float32_weights,
+        )

@@ -83,7 +83,8 @@ class MixedPrecision:
     model's largest error over the output's range (``range_error``) on the feeds. ``rounds``:
     conversions measured. ``met``: every error is within ``tolerance``.
     ``store_kept_weights``: the errors were measured with the kept ops' weights stored in the
-    half type (``ConvertPrecisionPass(store_kept_weights=True)``). ``judged``: the values
+    half type (``ConvertPrecisionPass(store_kept_weights=True)``) but ``float32_weights``
+    (weight -> why), which stayed as they are. ``judged``: the values
     in ``errors`` that are not graph outputs, those a decision is made on (``_decisions``),
     name -> which; ``flipped``: per decision, the picks the last conversion made otherwise
     than the original (it was measured with the original's), and of how many.
@@ -98,6 +99,7 @@ class MixedPrecision:
     rounds: int
     tolerance: float = HALF_TOLERANCE
     store_kept_weights: bool = False
+    float32_weights: dict[str, str] = field(default_factory=dict)
     judged: dict[str, str] = field(default_factory=dict)
     flipped: dict[str, tuple[int, int]] = field(default_factory=dict)
     estimates: frozenset[str] = frozenset()

@@ -906,3 +906,28 @@ def test_check_after_dtype_alternates_noise_and_scenes_on_an_image_input(
     noise, scene, again = (colors(f) for f in drawn[0])
     assert noise > 4000 and again > 4000 and 2 <= scene <= 60  # a background, 59 leaves at most
     assert all(colors(f) > 4000 for f in drawn[1])
+
+
+def test_the_kept_ops_weights_that_move_the_outputs_stay_float32_and_are_listed(
+    tmp_path: Path,
+) -> None:
+    """a, b and e pass 65504 and stay float32; of their weights, w1 and w2 (b - a cancels
+    all but 1e-5 of them) stay float32 too, w3 is stored in float16: --json says which,
+    and --check proves the file."""
+    rng = np.random.default_rng(8)
+    w1 = np.clip(2e4 * rng.standard_normal((8, 16)), -6e4, 6e4).astype(np.float32)
+    w3 = np.clip(2e4 * rng.standard_normal((8, 16)), -6e4, 6e4).astype(np.float32)
+    text = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[4, 8] x) => (float[4, 16] d, float[4, 16] e) {
+  a = MatMul (x, w1)
+  b = MatMul (x, w2)
+  d = Sub (b, a)
+  e = MatMul (x, w3)
+}"""
+    weights = {"w1": w1, "w2": w1 * np.float32(1 + 1e-5), "w3": w3}
+    calibration = _calibrated(tmp_path, text, weights, "--dtype", "float16")
+    assert calibration["kept_weights_stored"] is True
+    assert sorted(calibration["kept_weights_float32"]) == ["w1", "w2"]
+    stored = {t.name: t.data_type for t in onnx.load(tmp_path / "out.onnx").graph.initializer}
+    assert stored["w1"] == stored["w2"] == TensorProto.FLOAT
+    assert TensorProto.FLOAT16 in stored.values() and "w3" not in stored  # w3 behind a Cast

@@ -594,6 +594,44 @@ g (float[4, 8] x) => (float[4, 16] d) {{
     assert range_error(want, got)[1] <= HALF_TOLERANCE / 2
 
 
+def test_the_kept_weights_whose_rounding_misses_the_budget_stay_float32_the_rest_halve() -> None:
+    """a, b and e pass 65504, so they stay float32 (d with them). Stored in float16, w1 and
+    w2 lose what b - a keeps (w2 = w1 + 1e-5 w1), and no op kept float32 brings it back;
+    w3's rounding moves e by 1e-4 of its range. So w1 and w2 stay float32 and w3 is stored
+    in float16 (before, all three stayed float32 and the file did not shrink)."""
+    rng = np.random.default_rng(8)
+    w1 = np.clip(2e4 * rng.standard_normal((8, 16)), -6e4, 6e4).astype(np.float32)
+    w2 = (w1 * np.float32(1 + 1e-5)).astype(np.float32)
+    w3 = np.clip(2e4 * rng.standard_normal((8, 16)), -6e4, 6e4).astype(np.float32)
+    model = _model("""
+g (float[4, 8] x) => (float[4, 16] d, float[4, 16] e) {
+  a = MatMul (x, w1)
+  b = MatMul (x, w2)
+  d = Sub (b, a)
+  e = MatMul (x, w3)
+}""", w1=w1, w2=w2, w3=w3)  # fmt: skip
+    found = choose_float32_ops(model, "float16", FEEDS)
+    assert {"a", "b", "d", "e"} <= set(found.keep)
+    assert found.met and found.store_kept_weights
+    assert sorted(found.float32_weights) == ["w1", "w2"]
+    half = from_proto(to_proto(model))
+    done = ConvertPrecisionPass(
+        "float16", keep_float32=found.keep, store_kept_weights=True, asked={},
+        float32_weights=found.float32_weights,
+    )(half)  # fmt: skip
+    assert done.details.get("weights_compressed") == ["w3"]
+    for feeds in FEEDS:
+        want = run_onnxruntime(to_proto(model), feeds)
+        got = run_onnxruntime(to_proto(half), feeds)
+        assert all(range_error(w, g)[1] <= HALF_TOLERANCE for w, g in zip(want, got, strict=True))
+    everything = from_proto(to_proto(model))  # every kept weight stored: d is lost
+    ConvertPrecisionPass("float16", keep_float32=found.keep, store_kept_weights=True, asked={})(
+        everything
+    )
+    want = run_onnxruntime(to_proto(model), FEEDS[0])[0]
+    assert range_error(want, run_onnxruntime(to_proto(everything), FEEDS[0])[0])[1] > 0.1
+
+
 def test_where_the_stored_weights_miss_the_budget_more_ops_stay_float32_for_them() -> None:
     """a passes 65504 and stays float32 with its reader s; w1 sits just above float16's
     grid (0.9 of half a step, every element the same share), so storing it in float16 moves
