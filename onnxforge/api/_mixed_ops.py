@@ -177,7 +177,8 @@ class _Chooser(_Runs):
         """``chosen`` with the weights its float32 ops read stored in the half type but those
         whose rounding moves the outputs most, which stay float32; None where that misses
         the tolerance too, or keeps none or every one. Which: ``choose_float32_weights`` on
-        the float32 model with only ``stored`` open to it, held first to what ``chosen``'s
+        the float32 model with only ``stored`` open to it (a quarter of ``max_rounds``, on
+        this chooser's float32 run), held first to what ``chosen``'s
         own error leaves of the tolerance as errors that add in quadrature, then, where the
         two together miss it, to that share of it scaled by how much more the weights moved
         the outputs beside the half ops than alone (the ops carry their rounding on, or
@@ -192,11 +193,11 @@ class _Chooser(_Runs):
                 return None
             weights = choose_float32_weights(
                 self.base, _name(self.target), self.feeds, tolerance=room,
-                keep_float32=closed, max_rounds=max(1, max_rounds // 2),
+                keep_float32=closed, max_rounds=max(1, max_rounds // 4), float32_run=self,
             )  # fmt: skip
             self.float32_weights = {w: why for w, why in weights.keep.items() if w in open_}
-            if self.float32_weights.keys() == open_:
-                return None  # as ``chosen``
+            if not weights.met or self.float32_weights.keys() == open_:
+                return None  # the weights alone miss it, or ``chosen`` as it is
             keep = dict(chosen.keep)
             more = self._rounds(keep, self._convert(keep), max(1, max_rounds // 4))
             together = max(more.errors.values(), default=0.0)

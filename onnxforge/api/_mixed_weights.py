@@ -66,6 +66,7 @@ def choose_float32_weights(
     tolerance: float = WEIGHTS_TOLERANCE,
     keep_float32: Mapping[str, str] | None = None,
     max_rounds: int = DEFAULT_MAX_ROUNDS,
+    float32_run: _Runs | None = None,
 ) -> MixedPrecision:
     """The weights of ``model`` to keep in float32 when the others are stored in ``dtype``
     behind a Cast (``ConvertPrecisionPass(weights_only=True)``), measured on onnxruntime (each
@@ -90,10 +91,15 @@ def choose_float32_weights(
        The result says what the last compression measured (``MixedPrecision.met``). An
        output that moves by jumps (an ArgMax index, a TopK or NMS pick, a near-constant
        output) may need most weights kept, or stay past the tolerance.
+
+    ``float32_run``: a chooser that ran the same model on the same feeds already, whose
+    float32 run is taken instead of running it again (``_Runs.adopt_float32_run``).
     """
     target = _target(dtype, feeds)
     with temporary_folder("onnxforge-mixed-") as folder:
         chooser = _WeightChooser(model, target, feeds, folder, tolerance=tolerance)
+        if float32_run is not None:
+            chooser.adopt_float32_run(float32_run)
         return chooser.choose(dict(keep_float32 or {}), max(1, max_rounds))
 
 
@@ -129,7 +135,8 @@ class _WeightChooser(_Runs):
         found = self._range_keeps()
         for key, reason in found.items():
             self._keep(keep, key, reason)
-        self._run_float32(self.base)
+        if not self.floats:  # no float32 run adopted
+            self._run_float32(self.base)
         return self._rounds(keep, self._convert(keep) if found else plain, max_rounds)
 
     def _range_keeps(self) -> dict[str, str]:
