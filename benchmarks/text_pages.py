@@ -192,7 +192,10 @@ def measure(
 
 def _cell(cell: dict[str, Any]) -> str:
     if "error_max" not in cell:
-        return f"failed: {cell.get('error', '')}"[:90]
+        said = cell.get("error", "")
+        if said.startswith("error: "):  # onnxforge's line: the file, then why
+            said = said.split(": ", 2)[-1]
+        return f"failed: {said}"[:120]
     return f"{cell['error_max']:.2g} ({cell['flipped']}) {cell['size_ratio']:.2f}x"
 
 
