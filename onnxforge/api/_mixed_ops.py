@@ -187,13 +187,12 @@ class _Chooser(_Runs):
         worst = max(chosen.errors.values(), default=0.0)
         room = math.sqrt(max(self.tolerance**2 - worst**2, 0.0))
         open_ = set(stored)
-        closed = {w: "computes in the half type" for w in self._weight_names() if w not in open_}
         for _ in range(2):
             if room <= self.tolerance / 20:
                 return None
             weights = choose_float32_weights(
                 self.base, _name(self.target), self.feeds, tolerance=room,
-                keep_float32=closed, max_rounds=max(1, max_rounds // 4), float32_run=self,
+                only=open_, max_rounds=max(1, max_rounds // 4), float32_run=self,
             )  # fmt: skip
             self.float32_weights = {w: why for w, why in weights.keep.items() if w in open_}
             if not weights.met or self.float32_weights.keys() == open_:
@@ -213,15 +212,6 @@ class _Chooser(_Runs):
                 return None
             room = min(room, alone) * (self.tolerance - worst) / (together - worst)
         return None
-
-    def _weight_names(self) -> list[str]:
-        """The names of the model's weights (initializers and Constant outputs, any graph)."""
-        found = []
-        for graph in walk_graphs(self.base.graph):
-            found += [v.name for v in graph.initializers]
-            found += [v.name for op in graph.ops if op.op_type == "Constant"
-                      for v in op._outputs[:1] if v is not None]  # fmt: skip
-        return found
 
     # -- step 1: range -----------------------------------------------------------------------
     def _range(self) -> dict[str, float]:

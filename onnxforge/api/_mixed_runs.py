@@ -419,8 +419,7 @@ class _Runs:
         paddle2onnx detector's values came out at terabytes, one value and one set per run,
         1,570 runs a round where 3 hold them)."""
         with_ = companions or {}
-        unknown = [v for v in values if v.name not in self.known]
-        estimated = self._estimates() if unknown else {}
+        estimated = self._estimates() if any(v.name not in self.known for v in values) else {}
         sizes = {
             v.name: (self.known.get(v.name) or estimated.get(v.name, 0))
             * (1 + len(with_.get(v.name, ())))

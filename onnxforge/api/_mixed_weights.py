@@ -66,6 +66,7 @@ def choose_float32_weights(
     tolerance: float = WEIGHTS_TOLERANCE,
     keep_float32: Mapping[str, str] | None = None,
     max_rounds: int = DEFAULT_MAX_ROUNDS,
+    only: Collection[str] | None = None,
     float32_run: _Runs | None = None,
 ) -> MixedPrecision:
     """The weights of ``model`` to keep in float32 when the others are stored in ``dtype``
@@ -92,6 +93,7 @@ def choose_float32_weights(
        output that moves by jumps (an ArgMax index, a TopK or NMS pick, a near-constant
        output) may need most weights kept, or stay past the tolerance.
 
+    ``only``: the weights open to the choice (the others are kept as they are, noted so).
     ``float32_run``: a chooser that ran the same model on the same feeds already, whose
     float32 run is taken instead of running it again (``_Runs.adopt_float32_run``).
     """
@@ -100,7 +102,11 @@ def choose_float32_weights(
         chooser = _WeightChooser(model, target, feeds, folder, tolerance=tolerance)
         if float32_run is not None:
             chooser.adopt_float32_run(float32_run)
-        return chooser.choose(dict(keep_float32 or {}), max(1, max_rounds))
+        keep = dict(keep_float32 or {})
+        if only is not None:
+            closed = [w for w in chooser.weights if w not in only]
+            keep = {**dict.fromkeys(closed, "not open to this choice"), **keep}
+        return chooser.choose(keep, max(1, max_rounds))
 
 
 class _WeightChooser(_Runs):
