@@ -1,7 +1,7 @@
 """PP-OCR's text detectors on rendered text pages: how far each half-precision conversion moves
 the probability map where there is text, which random inputs do not show.
 
-    python benchmarks/text_pages.py [--models GLOB,...] [--pages N] [--out FILE]
+    python benchmarks/text_pages.py [--models GLOB,...] [--modes MODE,...] [--pages N] [--out FILE]
 
 Random inputs keep a detector's map saturated (no text anywhere), so ``precision.py``'s judge
 sees little of what a conversion does to it. Here each detector of the wild corpus (fetched by
@@ -48,11 +48,14 @@ MODES = {
     "float16 --calibrate 0": ["--dtype", "float16", "--calibrate", "0"],
     "float16 --calibration pages": ["--dtype", "float16", "--calibration"],
     "weights": ["--weights", "float16"],
+    "weights --calibrate 0": ["--weights", "float16", "--calibrate", "0"],
     "occ": [],
     "onnxslim": [],
 }
 """onnxforge's commands by their arguments (``--calibration``: a folder of CALIBRATION_PAGES
-other pages, rendered as the judged ones are but from another seed); ``occ``:
+other pages, rendered as the judged ones are but from another seed; ``weights --calibrate
+0``: every weight stored in float16, every op in float32, what a file of half the size costs
+at least); ``occ``:
 onnxconverter-common's convert_float_to_float16(keep_io_types=True); ``onnxslim``: onnxslim
 --dtype fp16."""
 CALIBRATION_PAGES = 5
@@ -154,7 +157,11 @@ def input_of(path: Path) -> tuple[str, int]:
 
 
 def measure(
-    model: dict[str, Any], count: int, work: Path, env: dict[str, str] | None = None
+    model: dict[str, Any],
+    count: int,
+    work: Path,
+    env: dict[str, str] | None = None,
+    modes: list[str] | None = None,
 ) -> dict[str, Any]:
     src = Path(model["file"])
     name, side = input_of(src)
@@ -165,7 +172,7 @@ def measure(
         "id": model["id"], "bytes": src.stat().st_size, "side": side, "text_pixels": text,
     }  # fmt: skip
     calibration = calibration_folder(name, side, work)
-    for mode in MODES:
+    for mode in modes or list(MODES):
         dst = work / f"{mode.replace(' ', '_')}.onnx"
         code, seconds, said = convert(mode, src, dst, calibration, env)
         cell: dict[str, Any] = {"exit": code, "seconds": round(seconds, 1)}
@@ -217,12 +224,14 @@ def report(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -> No
         "| --- | --- | --- | " + " | ".join("---" for _ in MODES) + " |",
     ]
     for r in records:
-        cells = [_cell(r[m]) for m in MODES]
+        cells = [_cell(r[m]) if m in r else "not run" for m in MODES]
         lines.append(f"| `{r['id']}` | {r['bytes'] / 1e6:.1f} | {r['text_pixels']} | "
                      + " | ".join(cells) + " |")  # fmt: skip
-    within = {m: sum(1 for r in records if r[m].get("error_max", 1.0) <= 1e-2) for m in MODES}
+    within = {
+        m: sum(1 for r in records if r.get(m, {}).get("error_max", 1.0) <= 1e-2) for m in MODES
+    }
     half = {  # of the outputs onnxruntime runs: a smaller file it refuses is no result
-        m: sum(1 for r in records if "error_max" in r[m] and r[m]["size_ratio"] <= 0.55)
+        m: sum(1 for r in records if "error_max" in r.get(m, {}) and r[m]["size_ratio"] <= 0.55)
         for m in MODES
     }
     lines += ["", "| mode | within 1e-2 on the pages | at most 0.55x (and run) |"]
@@ -235,6 +244,12 @@ def report(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -> No
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default=DETECTORS, help="globs on the wild model ids")
+    p.add_argument(
+        "--modes",
+        default="",
+        help="a,b of the modes to run again; the other "
+        "cells are kept from --out's json (default: all, the json rewritten)",
+    )
     p.add_argument("--pages", type=int, default=4)
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = p.parse_args()
@@ -250,18 +265,32 @@ def main() -> None:
     globs = [g for g in args.models.split(",") if g]
     todo = [{"id": m["id"], "file": str(cache / m["file"])} for m in manifest
             if any(fnmatch.fnmatch(m["id"], g) for g in globs)]  # fmt: skip
-    records = []
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise SystemExit(f"unknown modes {unknown}: {', '.join(MODES)}")
+    stored = args.out.with_suffix(".json")
+    kept = json.loads(stored.read_text()) if modes and stored.exists() else None
+    records = list(kept["models"]) if kept else []
     with tempfile.TemporaryDirectory(prefix="onnxforge-pages-") as scratch:
         snap = wild.snapshot(Path(scratch) / "code")
         head = snap["commit"] + (f" + modified {', '.join(snap['modified'])}"
                                  if snap["modified"] else "")  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(Path(scratch) / "code")}
         meta = {"code": head, "onnxruntime": onnxruntime.__version__, "pages": args.pages}
+        if kept:  # the cells run now say their code beside the others'
+            named = ", ".join(f"`{m}`" for m in modes)
+            meta["code"] = f"{kept['meta']['code']}; {named}: {head}"
         for index, model in enumerate(todo, 1):
             print(f"[{index}/{len(todo)}] {model['id']}", flush=True)
             work = Path(scratch) / str(index)
             work.mkdir()
-            records.append(measure(model, args.pages, work, env))
+            record = measure(model, args.pages, work, env, modes or None)
+            old = next((r for r in records if r["id"] == model["id"]), None)
+            if old is not None:
+                old.update(record)
+            else:
+                records.append(record)
             report(records, args.out, meta)
 
 
