@@ -285,7 +285,7 @@ def main() -> None:
             print(f"[{index}/{len(todo)}] {model['id']}", flush=True)
             work = Path(scratch) / str(index)
             work.mkdir()
-            record = measure(model, args.pages, work, env, modes or None)
+            record = measure(model, args.pages, work, env, modes)
             old = next((r for r in records if r["id"] == model["id"]), None)
             if old is not None:
                 old.update(record)

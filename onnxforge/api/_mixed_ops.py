@@ -35,7 +35,7 @@ from onnxforge.api._mixed_runs import (
     _target,
     _upstream,
 )
-from onnxforge.api._mixed_weights import choose_float32_weights
+from onnxforge.api._mixed_weights import choose_float32_weights, float32_weight_tensors
 from onnxforge.api.compare import (
     HALF_TOLERANCE,
     range_error,
@@ -48,6 +48,7 @@ from onnxforge.ir import (
     Tensor,
     TensorType,
     Value,
+    constant_tensor,
     walk_graphs,
 )
 from onnxforge.passes import ConvertPrecisionPass
@@ -251,7 +252,7 @@ class _Chooser(_Runs):
             max_rounds=max(1, max_rounds // 4), float32_run=self,
         )  # fmt: skip
         alone = max(weights.errors.values(), default=0.0)
-        tensors = _weight_tensors(self.base)
+        tensors = float32_weight_tensors(self.base)
         held = sum(tensors[w].size for w in weights.keep if w in tensors)
         missed = not alone <= self.tolerance * WEIGHTS_FIRST_SHARE
         if missed or held >= sum(tensors[w].size for w in stored if w in tensors):
@@ -638,42 +639,27 @@ class _Chooser(_Runs):
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _weight_tensors(model: Model) -> dict[str, Tensor]:
-    """The float32 weights of ``model``'s main graph by name: initializers and Constants."""
-    graph = model.graph
-    found = {
-        v.name: v.const
-        for v in graph.initializers
-        if isinstance(v.const, Tensor) and v.const.dtype == DType.FLOAT
-    }
-    for op in graph.ops:
-        given = op.attrs.get("value") if op.op_type == "Constant" else None
-        out = op._outputs[0] if op._outputs else None
-        if isinstance(given, Tensor) and given.dtype == DType.FLOAT and out is not None:
-            found[out.name] = given
-    return found
-
-
 def _float32_elements(model: Model) -> int:
-    """How many float32 weight values ``model``'s main graph holds (what its file's size
-    depends on, beside the half ones)."""
-    return sum(t.size for t in _weight_tensors(model).values())
+    """How many float32 weight values ``model`` holds (what its file's size depends on,
+    beside the half ones)."""
+    return sum(t.size for t in float32_weight_tensors(model).values())
 
 
 def _with_rounded(model: Model, names: set[str], target: int) -> Model:
-    """A copy of ``model`` whose main-graph weights ``names`` hold their values rounded to
-    ``target`` (still float32): what storing them so and casting back computes."""
+    """A copy of ``model`` whose weights ``names`` (``float32_weight_tensors``') hold their
+    values rounded to ``target`` (still float32): what storing them so and casting back
+    computes."""
     copy = _copy(model)
-    graph = copy.graph
-    for value in graph.initializers:
-        if value.name in names and isinstance(value.const, Tensor):
-            value.const = Tensor.from_numpy(_rounded(value.const.numpy(), target))
-    for op in graph.ops:
-        out = op._outputs[0] if op.op_type == "Constant" and op._outputs else None
-        given = op.attrs.get("value")
-        if out is not None and out.name in names and isinstance(given, Tensor):
-            op.attrs["value"] = Tensor.from_numpy(_rounded(given.numpy(), target))
-            graph.touch(op)
+    for graph in walk_graphs(copy.graph):
+        for value in graph.initializers:
+            if value.name in names and isinstance(value.const, Tensor):
+                value.const = Tensor.from_numpy(_rounded(value.const.numpy(), target))
+        for op in graph.ops:
+            out = op._outputs[0] if op.op_type == "Constant" and op._outputs else None
+            given = constant_tensor(op) if out is not None and out.name in names else None
+            if given is not None:
+                op.attrs = {"value": Tensor.from_numpy(_rounded(given.numpy(), target))}
+                graph.touch(op)
     return copy
 
 

@@ -7,6 +7,7 @@ __all__ = [
     "AIM",
     "WEIGHTS_TOLERANCE",
     "choose_float32_weights",
+    "float32_weight_tensors",
 ]
 
 import logging
@@ -120,16 +121,7 @@ class _WeightChooser(_Runs):
         super().__init__(model, feeds, folder)
         self.target = target
         self.tolerance = tolerance
-        self.weights: dict[str, Tensor] = {}
-        for graph in walk_graphs(self.base.graph):
-            for value in graph.initializers:
-                if isinstance(value.const, Tensor) and value.const.dtype == DType.FLOAT:
-                    self.weights[value.name] = value.const
-            for op in graph.ops:
-                tensor = constant_tensor(op) if op.op_type == "Constant" else None
-                out = op._outputs[0] if op._outputs else None
-                if tensor is not None and tensor.dtype == DType.FLOAT and out is not None:
-                    self.weights[out.name] = tensor
+        self.weights = float32_weight_tensors(self.base)
         self.compressed: set[str] = set()  # by the last compression
         self.least = math.inf  # the smallest largest output error measured so far
         self.stalls = 0  # rounds that measured no less: each halves the aim
@@ -420,6 +412,22 @@ class _Flow:
                 for name in outs:
                     made_of.setdefault(name, weights)
         return cls(data, made_of, readers)
+
+
+def float32_weight_tensors(model: Model) -> dict[str, Tensor]:
+    """The float32 weights of ``model`` by name, in every graph but functions': its
+    initializers and Constants' values."""
+    found: dict[str, Tensor] = {}
+    for graph in walk_graphs(model.graph):
+        for value in graph.initializers:
+            if isinstance(value.const, Tensor) and value.const.dtype == DType.FLOAT:
+                found[value.name] = value.const
+        for op in graph.ops:
+            tensor = constant_tensor(op) if op.op_type == "Constant" else None
+            out = op._outputs[0] if op._outputs else None
+            if tensor is not None and tensor.dtype == DType.FLOAT and out is not None:
+                found[out.name] = tensor
+    return found
 
 
 def _twin(graph: Graph, op: Op, inputs: Sequence[Value | None]) -> Op:
