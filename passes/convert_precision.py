@@ -6,11 +6,12 @@ __all__ = ["DTYPES", "HALVES", "MIN_WEIGHT_ELEMENTS", "ConvertPrecisionPass", "c
 
 import functools
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import ml_dtypes
+import networkx as nx
 import numpy as np
 
 from onnxforge import opset as schemas
@@ -46,7 +47,13 @@ DTYPES = {"float16": DType.FLOAT16, "bfloat16": DType.BFLOAT16, "float32": DType
 """What ``dtype`` takes: the two half types, and float32 to turn a half model back."""
 HALVES = frozenset({DType.FLOAT16, DType.BFLOAT16})
 MIN_WEIGHT_ELEMENTS = 16
-"""weights_only leaves smaller initializers in float32: a Cast costs more than they save."""
+"""The fewest elements of a weight stored in the half type behind a Cast (and only where it
+saves more bytes than its Cast adds, ``_saves_bytes``): smaller ones stay float32."""
+MULTIPLY_ACCUMULATE = frozenset(
+    {"Conv", "ConvTranspose", "ConvInteger", "MatMul", "Gemm", "Einsum", "Attention", "LSTM",
+     "GRU", "RNN"}
+)  # fmt: skip
+"""Ops a half type makes faster (tensor cores): they convert even between float32 ops."""
 KEPT_NOTES = frozenset({"kept_float32", "weights_kept_float32"})
 """Notes of what stayed as it was: alone, they leave the model unmodified."""
 TYPE_ATTRIBUTES = ("to", "dtype")
@@ -136,7 +143,9 @@ class ConvertPrecisionPass(Pass):
     2. An op whose ``epsilon`` the new type cannot hold (1e-12 in float16) stays in float32,
        and so does one reading a parameter past its range (``PARAMETER_READERS``: a
        BatchNormalization's variance of 4.8e7): noted as ``kept_float32`` with the reason,
-       as are the ops of case 1 that stay.
+       as are the ops of case 1 that stay. So are cheap ops (not ``MULTIPLY_ACCUMULATE``)
+       that would compute in half between such ops alone: there half saves nothing and
+       costs Casts (``_keep_islands``).
     3. Constants (initializers, Constant, ConstantOfShape values) are converted, clamped to
        the type's finite range (``constants_clamped``); a constant read in both types gets a
        sibling holding the other, never a Cast. Cast ``to`` and ``dtype`` attributes follow.
@@ -160,11 +169,13 @@ class ConvertPrecisionPass(Pass):
     those ``float32_weights`` names (weight -> why: their rounding moves the outputs most).
 
     ``weights_only``: float32 initializers (and Constant values) of at least ``min_elements``
-    are stored in ``dtype`` behind one Cast to float32 each: every op still computes in
-    float32, and the file shrinks by about half; a weight with values past the type's range
-    stays float32 (clamped, it would change what its readers compute). There ``keep_float32``
-    names weights (initializers, Constant outputs) that stay float32, and ``choose`` adds to them
-    (``onnxforge.api.Calibration(weights_only=True)``, which runs the model).
+    (default: ``MIN_WEIGHT_ELEMENTS``, and only those whose half values save more bytes than
+    their Cast adds) are stored in ``dtype`` behind one Cast to float32 each: every op still
+    computes in float32, and the file shrinks by about half; a weight with values past the
+    type's range stays float32 (clamped, it would change what its readers compute). There
+    ``keep_float32`` names weights (initializers, Constant outputs) that stay float32, and
+    ``choose`` adds to them (``onnxforge.api.Calibration(weights_only=True)``, which runs the
+    model).
     """
 
     name: ClassVar[str] = "convert-precision"
@@ -178,7 +189,7 @@ class ConvertPrecisionPass(Pass):
         *,
         keep_io_types: bool = True,
         weights_only: bool = False,
-        min_elements: int = MIN_WEIGHT_ELEMENTS,
+        min_elements: int | None = None,
         keep_float32: Collection[str] | Mapping[str, str] = (),
         choose: Callable[[Model], Mapping[str, str]] | None = None,
         store_kept_weights: bool = False,
@@ -265,7 +276,14 @@ class ConvertPrecisionPass(Pass):
                 tensor = _tensor_of(graph, value)
                 if tensor is None or tensor.dtype != DType.FLOAT:
                     continue
-                if tensor.size < self.min_elements or not graph.is_used(value):
+                if not graph.is_used(value) or not (
+                    tensor.size >= self.min_elements
+                    if self.min_elements is not None
+                    else tensor.size >= MIN_WEIGHT_ELEMENTS
+                    and _saves_bytes(
+                        value.name, tensor, _name(target), graph.producer(value) is not None
+                    )
+                ):
                     continue
                 if value in grid:
                     result.note("weights_kept_float32", f"{value.name}: {grid[value]}")
@@ -336,6 +354,8 @@ class ConvertPrecisionPass(Pass):
                         result.note("kept_float32", f"{node_label(op)}: {plan.kept}")
         for graph, _ in graphs:
             self._keep_parameter_arithmetic(graph, work, result)
+            if target in HALVES:
+                self._keep_islands(graph, work, result)
         self._assign(model, work)
         readers = self._readers(model, work)
         self._choose_constants(model, work, readers, result)
@@ -474,6 +494,66 @@ class ConvertPrecisionPass(Pass):
                     [work.orig.get(v) if v is not None else None for v in ins],
                     [work.orig.get(v) if v is not None else None for v in outs],
                     "its values feed only float32 inputs (Resize's scales)",
+                )
+                result.note("kept_float32", f"{node_label(op)}: {work.plans[op].kept}")
+
+    def _keep_islands(self, graph: Graph, work: _Work, result: PassResult) -> None:
+        """Keep float32 each group of connected ops that would compute in the half type
+        between ops kept float32 alone (every value the group reads made in it, by a kept op,
+        or a constant; every float value it makes read in it or by kept ops), but for
+        ``MULTIPLY_ACCUMULATE`` ops, which a half type makes faster, and ops reading a
+        weight the conversion would halve (``MIN_WEIGHT_ELEMENTS`` or more). In half such
+        a group adds only Casts both ways and rounding (PP-OCRv5's classifier: 7 Adds and
+        a Div between the calibration's float32 ops, 16 of its 93 Casts)."""
+
+        def small(value: Value) -> bool:
+            tensor = _tensor_of(graph, value)
+            return tensor is not None and tensor.size < MIN_WEIGHT_ELEMENTS
+
+        def open_to(op: Op) -> bool:
+            plan = work.plans.get(op)
+            if plan is None or plan.kept or op.op_type in MULTIPLY_ACCUMULATE:
+                return False
+            if op.domain not in STANDARD_DOMAINS or any(True for _ in op.subgraphs()):
+                return False
+            reads = [v for v in op._inputs if v is not None and v in work.orig]
+            return all(small(v) for v in reads if work.constant(v))
+
+        def kept(op: Op | None) -> bool:
+            plan = None if op is None else work.plans.get(op)
+            return plan is not None and plan.kept is not None
+
+        groups = nx.Graph()
+        for op in graph.ops:
+            if open_to(op):
+                groups.add_node(op)
+                for value in op._inputs:
+                    producer = None if value is None else graph.producer(value)
+                    if producer is not None and producer in groups:
+                        groups.add_edge(producer, op)
+        for group in nx.connected_components(groups):
+            moving = [v for op in group for v in op._inputs
+                      if v is not None and v in work.orig and not work.constant(v)]  # fmt: skip
+            if not moving or not all(
+                graph.producer(v) in group or kept(graph.producer(v)) for v in moving
+            ):
+                continue
+            made = [v for op in group for v in op._outputs if v is not None and v in work.orig]
+            if any(
+                v in graph.outputs
+                or not graph.uses(v)
+                or not all(
+                    isinstance(k, int) and (r in group or kept(r)) for r, k in graph.uses(v)
+                )  # fmt: skip
+                for v in made
+            ):
+                continue
+            for op in (o for o in graph.ops if o in group):
+                ins, outs = list(op._inputs), list(op._outputs)
+                work.plans[op] = _Plan(
+                    [work.orig.get(v) if v is not None else None for v in ins],
+                    [work.orig.get(v) if v is not None else None for v in outs],
+                    "between float32 ops: in half it would add only Casts and rounding",
                 )
                 result.note("kept_float32", f"{node_label(op)}: {work.plans[op].kept}")
 
@@ -786,6 +866,40 @@ def _body_port(owner: Op | None, body: Graph, index: int, side: str, work: _Work
 
 SHAPE_READERS = frozenset({"Shape", "Size"})
 """Ops that read their input's shape and not its values."""
+
+
+def _saves_bytes(name: str, tensor: Tensor, half_type: str, constant: bool) -> bool:
+    """Whether storing the float32 weight ``name`` (a ``constant`` node's value, or an
+    initializer) half behind a Cast makes the file smaller: the half initializer and its Cast
+    against what is there now, in protobuf's bytes (a BatchNormalization's 16 values save 32
+    bytes; its Cast and the longer name add more)."""
+    half = f"{name}_{half_type}"
+
+    def stored(element_bytes: int, tensor_name: str) -> int:  # a TensorProto
+        dims = sum(1 + _varint_bytes(d) for d in tensor.shape)
+        named = _field(len(tensor_name.encode())) if tensor_name else 0
+        return dims + 2 + named + _field(element_bytes * tensor.size)
+
+    def node(inputs: Sequence[str], output: str, op_type: str, attribute: int) -> int:
+        names = sum(_field(len(n.encode())) for n in [*inputs, output])
+        return _field(names + _field(len(op_type)) + _field(attribute))
+
+    if constant:
+        value = _field(len(b"value")) + _field(stored(4, "")) + 3  # 3: type = TENSOR
+        now = node([], name, "Constant", value)
+    else:
+        now = _field(stored(4, name))
+    to = _field(len(b"to")) + 2 + 3  # i = FLOAT, type = INT
+    return _field(stored(2, half)) + node([half], name, "Cast", to) < now
+
+
+def _field(payload: int) -> int:
+    """The bytes of a length-delimited protobuf field of ``payload`` bytes (number < 16)."""
+    return 1 + _varint_bytes(payload) + payload
+
+
+def _varint_bytes(number: int) -> int:
+    return max(1, (number.bit_length() + 6) // 7)
 
 
 def _shape_only(value: Value) -> bool:

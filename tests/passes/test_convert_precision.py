@@ -478,9 +478,9 @@ g (float[2,8] x, bool[2,8] keep) => (float[2,4] y, float[2,8] gated) {
 def _mlp_weights() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(1)
     return {
-        "w1": rng.standard_normal((8, 16)).astype(np.float32),
-        "b1": rng.standard_normal(16).astype(np.float32),
-        "w2": rng.standard_normal((16, 4)).astype(np.float32),
+        "w1": rng.standard_normal((8, 32)).astype(np.float32),
+        "b1": rng.standard_normal(32).astype(np.float32),
+        "w2": rng.standard_normal((32, 4)).astype(np.float32),
         "shape": np.array([2, 8], dtype=np.int64),
     }
 
@@ -641,6 +641,74 @@ def test_weights_only_stores_float16_behind_one_cast_and_computes_in_float32() -
     want, got = run_onnxruntime(original, MLP_FEEDS), run_onnxruntime(proto, MLP_FEEDS)
     for a, b in zip(want, got, strict=True):
         np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-3 * float(np.abs(a).max()))
+
+
+ISLANDS = """<ir_version: 10, opset_import: ["" : 18]>
+g (float[2,8] x) => (float[2,4] y) {
+    h = MatMul (x, w1)
+    hb = Add (h, b1)
+    a = Relu (hb)
+    m = MatMul (a, w3)
+    s = Sigmoid (m)
+    y = MatMul (s, w2)
+}"""
+
+
+def test_cheap_ops_between_float32_ops_alone_stay_float32() -> None:
+    rng = np.random.default_rng(3)
+    weights = {
+        "w1": rng.standard_normal((8, 32)).astype(np.float32),
+        "b1": rng.standard_normal(32).astype(np.float32),
+        "w3": rng.standard_normal((32, 32)).astype(np.float32),
+        "w2": rng.standard_normal((32, 4)).astype(np.float32),
+    }
+    x = {"x": rng.standard_normal((2, 8)).astype(np.float32)}
+    want = run_onnxruntime(to_proto(model_from_text(ISLANDS, **weights)), x)
+    keep = {"h": "asked", "y": "asked"}
+    report, proto = _convert(model_from_text(ISLANDS, **weights), keep_float32=keep)
+    between = "between float32 ops: in half it would add only Casts and rounding"
+    # Add reads a weight the conversion halves, and MatMul m is faster in half: they convert;
+    # the Relu and Sigmoid are then no island, and nothing else is kept
+    kept = report.details("convert-precision", "kept_float32")
+    assert kept == ["MatMul -> h: asked", "MatMul -> y: asked"]
+    assert _dtype(proto, "b1") == _dtype(proto, "w3") == TensorProto.FLOAT16
+    keep = {"h": "asked", "y": "asked", "m": "asked"}
+    report, proto = _convert(model_from_text(ISLANDS, **weights), keep_float32=keep)
+    kept = report.details("convert-precision", "kept_float32")
+    assert sorted(kept) == ["MatMul -> h: asked", "MatMul -> m: asked", "MatMul -> y: asked",
+                            f"Sigmoid -> s: {between}"]  # fmt: skip
+    # the Add converts (its bias halves) and the Relu after it: one Cast each way; none
+    # around the Sigmoid
+    assert _ops(proto)["Cast"] == 2 and _dtype(proto, "b1") == TensorProto.FLOAT16
+    _assert_close(want, run_onnxruntime(proto, x), 1e-3)
+    weights["b1"] = weights["b1"][:1]  # a bias too small to halve: the Add joins the island
+    want = run_onnxruntime(to_proto(model_from_text(ISLANDS, **weights)), x)
+    report, proto = _convert(model_from_text(ISLANDS, **weights), keep_float32=keep)
+    kept = report.details("convert-precision", "kept_float32")
+    assert f"Add -> hb: {between}" in kept and f"Relu -> a: {between}" in kept  # then the Relu
+    assert "Cast" not in _ops(proto)
+    np.testing.assert_array_equal(run_onnxruntime(proto, x)[0], want[0])
+
+
+def test_weights_only_stores_a_weight_half_only_where_that_saves_bytes() -> None:
+    text = """<ir_version: 10, opset_import: ["" : 18]>
+    g (float[4,16] x) => (float[4,16] y) {
+        a = Add (x, b)
+        y = Mul (a, big)
+    }"""
+    rng = np.random.default_rng(4)
+    weights = {"b": rng.standard_normal(16).astype(np.float32),
+               "big": rng.standard_normal((4, 16)).astype(np.float32)}  # fmt: skip
+    report, chosen = _convert(model_from_text(text, **weights), weights_only=True)
+    # 16 values save 32 bytes; the Cast and the name b_float16 add 40
+    assert report.details("convert-precision", "weights_compressed") == ["big"]
+    assert _dtype(chosen, "b") == TensorProto.FLOAT
+    _, every = _convert(model_from_text(text, **weights), weights_only=True, min_elements=16)
+    assert _dtype(every, "b_float16") == TensorProto.FLOAT16
+    assert chosen.ByteSize() < every.ByteSize()
+    x = {"x": rng.standard_normal((4, 16)).astype(np.float32)}
+    want = run_onnxruntime(to_proto(model_from_text(text, **weights)), x)
+    _assert_close(want, run_onnxruntime(chosen, x), 1e-3)
 
 
 def test_weights_only_keeps_the_weights_keep_float32_names_and_notes_why() -> None:
