@@ -61,17 +61,6 @@ WEIGHTS_FIRST_SHARE = 0.75
 share of it (its rounds do not come down evenly: caustic's 5.1e-3, 7.8e-3, 3.3e-3, 6.2e-3
 against 2.5e-3); the ops are held to what they leave."""
 
-EXACT_IN_HALF = frozenset(
-    {"Relu", "Clip", "MaxPool", "GlobalMaxPool", "Max", "Min", "Abs", "Neg", "Identity",
-     "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice",
-     "Gather", "GatherElements", "GatherND", "Expand", "Tile", "DepthToSpace",
-     "SpaceToDepth", "ReduceMax", "ReduceMin", "Where"}
-)  # fmt: skip
-"""Ops whose outputs are values they read (a Clip's bounds too, where the half type holds
-them): in the half type they round nothing, so an error that grows there is the range
-shrinking (a Relu's output spans half its input's), not theirs to keep float32 for; the
-op chooser looks past them to the ops that round (PP-OCRv5's classifier kept 14 Relus and
-16 Clips so, which changed no value)."""
 _QUANTIZERS = frozenset({"QuantizeLinear", "DynamicQuantizeLinear"})
 
 
@@ -582,15 +571,12 @@ class _Chooser(_Runs):
             if growth <= 0:
                 continue
             key = _key(op)
-            if op.op_type in EXACT_IN_HALF:
-                continue  # it rounds nothing: its range shrank
             if key in converted:  # Case 1
                 add(key, growth, f"error grows from {_num(before)} to {_num(after)}")
                 continue
             for value in reads:  # Case 2
-                if errors[value.name] <= 0:
-                    continue
-                for producer in _rounding_producers(graph, value, errors):
+                producer = graph.producer(value)
+                if producer is not None and errors[value.name] > 0:
                     add(
                         _key(producer),
                         growth,
@@ -680,26 +666,6 @@ def _with_rounded(model: Model, names: set[str], target: int) -> Model:
 def _is_half_input(model: Model, name: str) -> bool:
     value = next((v for v in model.graph.inputs if v.name == name), None)
     return value is not None and _dtype(value) == DType.FLOAT16
-
-
-def _rounding_producers(graph: Graph, value: Value, errors: Mapping[str, float]) -> list[Op]:
-    """The ops nearest upstream of ``value`` that round in the half type: its producer, or
-    past those that do not (``EXACT_IN_HALF``) the producers of what they read with an
-    error (``errors``, by value name)."""
-    found: list[Op] = []
-    seen: set[Value] = set()
-    todo = [value]
-    while todo:
-        value = todo.pop()
-        producer = graph.producer(value)
-        if value in seen or producer is None:
-            continue
-        seen.add(value)
-        if producer.op_type in EXACT_IN_HALF:
-            todo.extend(v for v in producer.reads() if errors.get(v.name, 0.0) > 0)
-        elif producer not in found:
-            found.append(producer)
-    return found
 
 
 _NODE_IN_ERROR = re.compile(
