@@ -489,13 +489,8 @@ class ConvertPrecisionPass(Pass):
             if all(self._reads_float32(reader, key, value, work, fixed)
                    for value in made for reader, key in graph.uses(value)):  # fmt: skip
                 fixed.add(op)
-                ins, outs = list(op._inputs), list(op._outputs)
-                work.plans[op] = _Plan(
-                    [work.orig.get(v) if v is not None else None for v in ins],
-                    [work.orig.get(v) if v is not None else None for v in outs],
-                    "its values feed only float32 inputs (Resize's scales)",
-                )
-                result.note("kept_float32", f"{node_label(op)}: {work.plans[op].kept}")
+                why = "its values feed only float32 inputs (Resize's scales)"
+                self._keep_as_is(op, work, result, why)
 
     def _keep_islands(self, graph: Graph, work: _Work, result: PassResult) -> None:
         """Keep float32 each group of connected ops that would compute in the half type
@@ -548,14 +543,19 @@ class ConvertPrecisionPass(Pass):
                 for v in made
             ):
                 continue
+            why = "between float32 ops: in half it would add only Casts and rounding"
             for op in (o for o in graph.ops if o in group):
-                ins, outs = list(op._inputs), list(op._outputs)
-                work.plans[op] = _Plan(
-                    [work.orig.get(v) if v is not None else None for v in ins],
-                    [work.orig.get(v) if v is not None else None for v in outs],
-                    "between float32 ops: in half it would add only Casts and rounding",
-                )
-                result.note("kept_float32", f"{node_label(op)}: {work.plans[op].kept}")
+                self._keep_as_is(op, work, result, why)
+
+    @staticmethod
+    def _keep_as_is(op: Op, work: _Work, result: PassResult, why: str) -> None:
+        """Plan ``op`` to keep its types, noted as ``kept_float32`` with ``why``."""
+        work.plans[op] = _Plan(
+            [None if v is None else work.orig.get(v) for v in op._inputs],
+            [None if v is None else work.orig.get(v) for v in op._outputs],
+            why,
+        )
+        result.note("kept_float32", f"{node_label(op)}: {why}")
 
     @staticmethod
     def _reads_float32(reader: Op, key: object, value: Value, work: _Work, fixed: set[Op]) -> bool:
