@@ -276,14 +276,9 @@ class ConvertPrecisionPass(Pass):
                 tensor = _tensor_of(graph, value)
                 if tensor is None or tensor.dtype != DType.FLOAT:
                     continue
-                if not graph.is_used(value) or not (
-                    tensor.size >= self.min_elements
-                    if self.min_elements is not None
-                    else tensor.size >= MIN_WEIGHT_ELEMENTS
-                    and _saves_bytes(
-                        value.name, tensor, _name(target), graph.producer(value) is not None
-                    )
-                ):
+                if not graph.is_used(value):
+                    continue
+                if not self._worth_storing(graph, value, tensor, target):
                     continue
                 if value in grid:
                     result.note("weights_kept_float32", f"{value.name}: {grid[value]}")
@@ -323,6 +318,17 @@ class ConvertPrecisionPass(Pass):
                 if out in graph.outputs:
                     out.type = declared or TensorType(DType.FLOAT, tensor.shape)
                 result.note("weights_compressed", name)
+
+    def _worth_storing(self, graph: Graph, value: Value, tensor: Tensor, target: int) -> bool:
+        """Whether the float32 weight ``value`` (holding ``tensor``) is stored half behind a
+        Cast: ``min_elements`` or more, where given; else ``MIN_WEIGHT_ELEMENTS`` or more and
+        saving bytes (``_saves_bytes``)."""
+        if self.min_elements is not None:
+            return tensor.size >= self.min_elements
+        constant = graph.producer(value) is not None
+        return tensor.size >= MIN_WEIGHT_ELEMENTS and _saves_bytes(
+            value.name, tensor, _name(target), constant
+        )
 
     # -- conversion ---------------------------------------------------------------------------
     def _convert(self, model: Model, target: int, result: PassResult) -> None:
@@ -405,10 +411,7 @@ class ConvertPrecisionPass(Pass):
             return None
         base_in = [None if v is None else work.dtypes.get(v) for v in ins]
         base_out = [None if v is None else work.dtypes.get(v) for v in outs]
-        kept = _Plan(
-            [work.orig.get(v) if v is not None else None for v in ins],
-            [work.orig.get(v) if v is not None else None for v in outs],
-        )
+        kept = _as_is(op, work)
         if (op.domain, op.op_type, op.overload) in functions:
             return _Plan(
                 [work.target if v in work.orig else None for v in ins],
@@ -550,11 +553,7 @@ class ConvertPrecisionPass(Pass):
     @staticmethod
     def _keep_as_is(op: Op, work: _Work, result: PassResult, why: str) -> None:
         """Plan ``op`` to keep its types, noted as ``kept_float32`` with ``why``."""
-        work.plans[op] = _Plan(
-            [None if v is None else work.orig.get(v) for v in op._inputs],
-            [None if v is None else work.orig.get(v) for v in op._outputs],
-            why,
-        )
+        work.plans[op] = _as_is(op, work, why)
         result.note("kept_float32", f"{node_label(op)}: {why}")
 
     @staticmethod
@@ -866,6 +865,15 @@ def _body_port(owner: Op | None, body: Graph, index: int, side: str, work: _Work
 
 SHAPE_READERS = frozenset({"Shape", "Size"})
 """Ops that read their input's shape and not its values."""
+
+
+def _as_is(op: Op, work: _Work, kept: str | None = None) -> _Plan:
+    """The plan that leaves ``op``'s float values in their original types (``kept``: why)."""
+    return _Plan(
+        [None if v is None else work.orig.get(v) for v in op._inputs],
+        [None if v is None else work.orig.get(v) for v in op._outputs],
+        kept,
+    )
 
 
 def _saves_bytes(name: str, tensor: Tensor, half_type: str, constant: bool) -> bool:
