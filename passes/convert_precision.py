@@ -57,6 +57,10 @@ MULTIPLY_ACCUMULATE = frozenset(
 KEPT_NOTES = frozenset({"kept_float32", "weights_kept_float32"})
 """Notes of what stayed as it was: alone, they leave the model unmodified."""
 TYPE_ATTRIBUTES = ("to", "dtype")
+
+EXACT_IN_HALF = frozenset({"Relu", "Clip", "MaxPool", "GlobalMaxPool", "Max", "Min", "Abs", "Neg"})
+"""Ops each of whose output values is one of their inputs' (or its negation): fed values a
+half type holds, they compute in it exactly what float32 computes."""
 """Attributes that name an op's output element type (Cast, RandomNormal, EyeLike, ...)."""
 EXACT = {DType.FLOAT16: {1, 11}, DType.BFLOAT16: {1, 11}, DType.FLOAT: {11}}
 """Wider float types that hold every value of a type: a Cast there and back is an identity."""
@@ -195,6 +199,7 @@ class ConvertPrecisionPass(Pass):
         store_kept_weights: bool = False,
         asked: Mapping[str, str] | None = None,
         float32_weights: Mapping[str, str] | None = None,
+        exact_free: Collection[str] = (),
     ) -> None:
         if dtype not in DTYPES:
             raise PreconditionError(f"dtype {dtype!r}: one of {', '.join(DTYPES)}")
@@ -213,6 +218,7 @@ class ConvertPrecisionPass(Pass):
         self.store_kept_weights = store_kept_weights
         self.asked = asked
         self.float32_weights = dict(float32_weights or {})
+        self.exact_free = frozenset(exact_free)
         self._errors_before = 0
 
     def call(self, model: Model) -> PassResult:
@@ -221,16 +227,19 @@ class ConvertPrecisionPass(Pass):
         given = self.keep_float32
         store = self.store_kept_weights
         float32_weights = self.float32_weights
+        free = self.exact_free
         if self.choose is not None:  # what the model computes says more stays float32
             chosen = self.choose(model)
             store = getattr(chosen, "store_kept_weights", store)
             float32_weights = getattr(chosen, "float32_weights", float32_weights)
+            runtime: Collection[str] = getattr(chosen, "runtime_kept", frozenset())
+            free = free | {key for key in chosen if key not in given and key not in runtime}
             self.keep_float32 = {**chosen, **given}
         try:
             if self.weights_only:
                 self._compress_weights(model, target, result, self.keep_float32)
             else:
-                self._convert(model, target, result)
+                self._convert(model, target, result, free)
                 refresh_captures(model)
                 if store and target in HALVES:  # the float32 ops' weights, stored half
                     asked = given if self.asked is None else self.asked
@@ -331,7 +340,9 @@ class ConvertPrecisionPass(Pass):
         )
 
     # -- conversion ---------------------------------------------------------------------------
-    def _convert(self, model: Model, target: int, result: PassResult) -> None:
+    def _convert(
+        self, model: Model, target: int, result: PassResult, free: frozenset[str] = frozenset()
+    ) -> None:
         source = frozenset(HALVES if target == DType.FLOAT else {DType.FLOAT})
         work = _Work(source, target, main=model.graph)
         declared = {v: v.type for g in model.graphs() for v in g.values() if v._graph is g}
@@ -356,12 +367,16 @@ class ConvertPrecisionPass(Pass):
                 plan = self._plan(op, opset, work, functions)
                 if plan is not None:
                     work.plans[op] = plan
-                    if plan.kept:
-                        result.note("kept_float32", f"{node_label(op)}: {plan.kept}")
+        named = {op: plan.kept for op, plan in work.plans.items() if plan.kept}
         for graph, _ in graphs:
             self._keep_parameter_arithmetic(graph, work, result)
             if target in HALVES:
                 self._keep_islands(graph, work, result)
+        if target == DType.FLOAT16 and free:
+            self._compute_exact_in_half(model.graph, work, functions, free)
+        for op, why in named.items():
+            if work.plans[op].kept:
+                result.note("kept_float32", f"{node_label(op)}: {why}")
         self._assign(model, work)
         readers = self._readers(model, work)
         self._choose_constants(model, work, readers, result)
@@ -404,7 +419,13 @@ class ConvertPrecisionPass(Pass):
             value.type = saved.get(value)
 
     def _plan(
-        self, op: Op, opset: int, work: _Work, functions: set[tuple[str, str, str]]
+        self,
+        op: Op,
+        opset: int,
+        work: _Work,
+        functions: set[tuple[str, str, str]],
+        *,
+        by_name: bool = True,
     ) -> _Plan | None:
         ins, outs = list(op._inputs), list(op._outputs)
         if not any(v in work.orig for v in ins + outs if v is not None):
@@ -423,7 +444,7 @@ class ConvertPrecisionPass(Pass):
             kept.kept = "a sparse constant"
             return kept
         bodies = any(True for _ in op.subgraphs())
-        reason = self._keep_reason(op, opset, work)
+        reason = self._keep_reason(op, opset, work, by_name=by_name)
         values = [v for v in ins + outs if v is not None]
         opaque = [v for v in values if isinstance(v.type, OpaqueType)]
         unknown = [v.name for v in values if work.dtypes.get(v) is None and v not in opaque]
@@ -550,6 +571,52 @@ class ConvertPrecisionPass(Pass):
             for op in (o for o in graph.ops if o in group):
                 self._keep_as_is(op, work, result, why)
 
+    def _compute_exact_in_half(
+        self, graph: Graph, work: _Work, functions: set[tuple[str, str, str]], free: frozenset[str]
+    ) -> None:
+        """Let the ops ``free`` names (kept float32 for the error they measured, not asked
+        for nor what the runtime refuses) compute in float16 after all where that changes
+        no value: an ``EXACT_IN_HALF`` op whose every float input is a float16 value already,
+        made by an op computing in it or a constant it holds exactly. Kept, such an op only
+        reads through a Cast to float32 and is read through one back (PP-OCRv5's
+        classifier: Relus whose error looked grown over their own smaller range). Last, on
+        the plans the measure was made with (its islands too): what it measured stays what
+        the model computes."""
+        opset = work.opsets[graph]
+        held = {key for key in self.keep_float32 if key not in free}  # by another name too
+        for op in graph.topo_order():
+            plan = work.plans.get(op)
+            if plan is None or not plan.kept or op.op_type not in EXACT_IN_HALF:
+                continue
+            if op.domain not in STANDARD_DOMAINS or _named_by(op, free) is None:
+                continue
+            if _named_by(op, held) is not None:
+                continue
+            if not all(self._holds_half(graph, v, work) for v in op._inputs
+                       if v is not None and v in work.orig):  # fmt: skip
+                continue
+            half = self._plan(op, opset, work, functions, by_name=False)
+            if half is not None and not half.kept:
+                work.plans[op] = half
+
+    @staticmethod
+    def _holds_half(graph: Graph, value: Value, work: _Work) -> bool:
+        """Whether ``value`` holds only values of the target type: made in it by an op the
+        plans convert, or a constant it holds exactly."""
+        if work.constant(value):
+            tensor = _tensor_of(graph, value)
+            if tensor is None:
+                return False
+            array = tensor.numpy()
+            half = array.astype(_NUMPY[DType(work.target)])
+            return bool(np.array_equal(half.astype(array.dtype), array, equal_nan=True))
+        producer = graph.producer(value)
+        plan = None if producer is None else work.plans.get(producer)
+        if producer is None or plan is None or plan.kept:
+            return False
+        port = producer._outputs.index(value)
+        return plan.outputs[port] == work.target
+
     @staticmethod
     def _keep_as_is(op: Op, work: _Work, result: PassResult, why: str) -> None:
         """Plan ``op`` to keep its types, noted as ``kept_float32`` with ``why``."""
@@ -567,8 +634,8 @@ class ConvertPrecisionPass(Pass):
             return False
         return plan.inputs[key] == work.orig.get(value) and work.orig.get(value) != work.target
 
-    def _keep_reason(self, op: Op, opset: int, work: _Work) -> str | None:
-        key = _named_by(op, self.keep_float32)
+    def _keep_reason(self, op: Op, opset: int, work: _Work, *, by_name: bool = True) -> str | None:
+        key = _named_by(op, self.keep_float32) if by_name else None
         if key is not None:
             return self.keep_float32[key]
         if op.domain not in STANDARD_DOMAINS and op.domain != "ai.onnx.ml":
@@ -919,7 +986,7 @@ def _shape_only(value: Value) -> bool:
     return bool(uses) and all(op.op_type in SHAPE_READERS for op, _ in uses)
 
 
-def _named_by(op: Op, names: Mapping[str, str]) -> str | None:
+def _named_by(op: Op, names: Collection[str]) -> str | None:
     """The key of ``names`` that names ``op``: its node name, first output name or op type."""
     first = next((v.name for v in op._outputs if v is not None), "")
     return next((k for k in (op.name, first, op.op_type) if k and k in names), None)

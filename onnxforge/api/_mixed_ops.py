@@ -104,7 +104,9 @@ def choose_float32_ops(
             model, target, feeds, folder, tolerance=tolerance, keep_io_types=keep_io_types
         )
         chooser.budget = tolerance if budget is None else budget
-        return chooser.choose(dict(keep_float32 or {}), max(1, max_rounds))
+        found = chooser.choose(dict(keep_float32 or {}), max(1, max_rounds))
+        found.runtime_kept = frozenset(chooser.runtime_kept)
+        return found
 
 
 class _Chooser(_Runs):
@@ -127,6 +129,7 @@ class _Chooser(_Runs):
         self.keep_io_types = keep_io_types
         self.converted: set[str] = set()
         self.refused: dict[str, str] = {}  # ops onnxruntime cannot run in the half type
+        self.runtime_kept: set[str] = set()  # every op kept for that, in any round
         self.last_keep: dict[str, str] = {}  # what the last conversion kept
         self.optimized: list[dict[str, np.ndarray]] | str | None = None  # _real_outputs' want
         self.store_kept_weights = False  # the kept ops' weights stored in the half type
@@ -274,6 +277,7 @@ class _Chooser(_Runs):
             ops.budget = self.budget - alone
             ops.store_kept_weights, ops.float32_weights = True, dict(weights.keep)
             found = ops.choose(dict(self.asked), max_rounds, weights_settled=True)
+            self.runtime_kept |= ops.runtime_kept
         keep = dict(found.keep)
         conv = self._convert(keep)
         after = _float32_elements(conv)  # before the measure makes it float32 throughout
@@ -436,6 +440,7 @@ class _Chooser(_Runs):
         self.refused = {}
         if isinstance(got, str):
             self.refused = self._refused(conv, got) or self._culprit(got, given[0])
+            self.runtime_kept.update(self.refused)
         if self.refused:
             return dict.fromkeys(self.outputs, math.inf)
         if isinstance(want, str) or isinstance(got, str):
@@ -486,6 +491,7 @@ class _Chooser(_Runs):
             if not found:
                 break
             keep.update(found)
+            self.runtime_kept.update(found)
         return keep
 
     def _culprit(self, error: str, feeds: Mapping[str, np.ndarray] | None) -> dict[str, str]:

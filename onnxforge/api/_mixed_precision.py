@@ -16,7 +16,7 @@ __all__ = [
 ]
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,9 +69,10 @@ and was 1.8e-2 on --check's five others)."""
 
 
 class Chosen(dict[str, str]):
-    """What a calibration keeps float32 (key -> why), and whether the weights of those ops
-    are stored in the half type but ``float32_weights`` (``ConvertPrecisionPass`` reads
-    ``store_kept_weights`` and ``float32_weights``)."""
+    """What a calibration keeps float32 (key -> why), whether the weights of those ops
+    are stored in the half type but ``float32_weights``, and which it keeps because
+    onnxruntime fails on them in it (``ConvertPrecisionPass`` reads ``store_kept_weights``,
+    ``float32_weights`` and ``runtime_kept``)."""
 
     def __init__(
         self,
@@ -79,10 +80,12 @@ class Chosen(dict[str, str]):
         *,
         store_kept_weights: bool = False,
         float32_weights: Mapping[str, str] | None = None,
+        runtime_kept: Collection[str] = (),
     ) -> None:
         super().__init__(keep)
         self.store_kept_weights = store_kept_weights
         self.float32_weights = dict(float32_weights or {})
+        self.runtime_kept = frozenset(runtime_kept)
 
 
 def _recipes(sizes: Sequence[InputSizes]) -> tuple[InputSizes, ...]:
@@ -187,7 +190,7 @@ class Calibration:
             )  # fmt: skip
             keep = chooser.load_guard(dict(self.keep_float32))
         self.result = MixedPrecision(keep, {}, 0, self.budget)
-        return keep
+        return Chosen(keep, runtime_kept=keep)
 
     def _choose(self, model: Model, feeds: Sequence[Mapping[str, np.ndarray]]) -> MixedPrecision:
         if self.weights_only:
@@ -241,4 +244,5 @@ class Calibration:
             self.result.keep,
             store_kept_weights=self.result.store_kept_weights,
             float32_weights=self.result.float32_weights,
+            runtime_kept=self.result.runtime_kept,
         )

@@ -92,6 +92,8 @@ class MixedPrecision:
     saturated (``middle_error``), named in ``judged`` too. ``close_calls``: per Softmax
     output, what the last conversion would move it by at a close call between two classes
     (``close_call_error``): reported, not aimed at nor held to the tolerance.
+    ``runtime_kept``: the keys in ``keep`` kept because onnxruntime fails on
+    them in the half type (the others were kept for what they measured).
     """
 
     keep: dict[str, str]
@@ -104,6 +106,7 @@ class MixedPrecision:
     flipped: dict[str, tuple[int, int]] = field(default_factory=dict)
     estimates: frozenset[str] = frozenset()
     close_calls: dict[str, float] = field(default_factory=dict)
+    runtime_kept: frozenset[str] = frozenset()
 
     @property
     def met(self) -> bool:

@@ -16,6 +16,7 @@ from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 
 from onnxforge import ir
+from onnxforge.api._mixed_precision import Chosen
 from onnxforge.io import to_proto
 from onnxforge.ir import DType, Model
 from onnxforge.passes import ConvertPrecisionPass, PassManager, Report
@@ -98,6 +99,10 @@ def _ops(proto: onnx.ModelProto) -> Counter[str]:
 
 def _node(proto: onnx.ModelProto, name: str) -> onnx.NodeProto:
     return next(n for n in proto.graph.node if n.name == name)
+
+
+def _reads(proto: onnx.ModelProto, output: str) -> list[str]:
+    return list(next(n for n in proto.graph.node if output in n.output).input)
 
 
 def _dtype(proto: onnx.ModelProto, name: str) -> int:
@@ -688,6 +693,66 @@ def test_cheap_ops_between_float32_ops_alone_stay_float32() -> None:
     assert f"Add -> hb: {between}" in kept and f"Relu -> a: {between}" in kept  # then the Relu
     assert "Cast" not in _ops(proto)
     np.testing.assert_array_equal(run_onnxruntime(proto, x)[0], want[0])
+
+
+EXACT = """<ir_version: 10, opset_import: ["" : 18]>
+g (float[2,8] x) => (float[2,4] y, float[2,8] e) {
+    h = MatMul (x, w1)
+    r = Relu (h)
+    c = Clip (r, lo, hi)
+    y = MatMul (c, w2)
+    e = Relu (x)
+}"""
+
+
+@pytest.mark.parametrize("hi", [6.0, 6.1], ids=["float16-holds-its-bound", "a-bound-it-rounds"])
+def test_kept_ops_that_change_no_value_in_float16_compute_in_it(hi: float) -> None:
+    rng = np.random.default_rng(5)
+    weights = {
+        "w1": rng.standard_normal((8, 32)).astype(np.float32),
+        "w2": rng.standard_normal((32, 4)).astype(np.float32),
+        "lo": np.array(0.0, np.float32),
+        "hi": np.array(hi, np.float32),
+    }
+    feeds = {"x": rng.standard_normal((2, 8)).astype(np.float32)}
+    keep = dict.fromkeys(["r", "c", "e"], "measured")
+    _, kept = _convert(model_from_text(EXACT, **weights), keep_float32=keep)
+    report, freed = _convert(
+        model_from_text(EXACT, **weights), keep_float32=keep, exact_free={"r", "c", "e"}
+    )
+    # the Relu reads h, a float16 value: it computes in float16, and so does the Clip after
+    # it where float16 holds its bounds; Relu e reads the float32 input and stays
+    still = sorted(report.details("convert-precision", "kept_float32"))
+    want = ["Relu -> e: measured"] + (["Clip -> c: measured"] if hi == 6.1 else [])
+    assert still == sorted(want)
+    assert _reads(freed, "r") == ["h"]  # no Cast between
+    # the Cast both ways around the pair goes; with the Clip kept it moves after the Relu
+    assert _ops(freed)["Cast"] == _ops(kept)["Cast"] - (2 if hi == 6.0 else 0)
+    # either way the model computes the same values, to the bit, where each op computes in
+    # its own type; onnxruntime's CPU drops Cast pairs around its float16 MatMul (which it
+    # runs in float32), so there the two agree within the rounding only
+    for a, b in zip(_reference(kept, feeds), _reference(freed, feeds), strict=True):
+        np.testing.assert_array_equal(b, a)
+    _assert_close(run_onnxruntime(kept, feeds), run_onnxruntime(freed, feeds), 1e-3)
+
+
+def test_kept_ops_the_runtime_refuses_or_the_caller_names_stay_float32() -> None:
+    weights = {
+        "w1": np.ones((8, 32), np.float32), "w2": np.ones((32, 4), np.float32),
+        "lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32),
+    }  # fmt: skip
+    chosen = Chosen({"r": "measured", "c": "refused"}, runtime_kept={"c"})
+    report, proto = _convert(
+        model_from_text(EXACT, **weights), keep_float32={"e": "asked"}, choose=lambda m: chosen
+    )
+    still = sorted(report.details("convert-precision", "kept_float32"))
+    assert still == ["Clip -> c: refused", "Relu -> e: asked"]
+    assert _reads(proto, "r") == ["h"]
+    # a caller's op type holds the op the calibration named by its output too
+    report, proto = _convert(
+        model_from_text(EXACT, **weights), keep_float32={"Relu": "asked"}, choose=lambda m: chosen
+    )
+    assert _reads(proto, "r") == ["h_float32"]
 
 
 def test_weights_only_stores_a_weight_half_only_where_that_saves_bytes() -> None:
