@@ -409,6 +409,7 @@ def _precision_json(pass_: ConvertPrecisionPass, result: PassResult) -> dict[str
         "keep_io_types": pass_.keep_io_types,
         "stats": dict(sorted(result.stats.items())),
         "kept_float32": result.details.get("kept_float32", []),
+        "exact_in_half": result.details.get("exact_in_half", []),
         "constants_clamped": result.details.get("constants_clamped", []),
     }
 
@@ -477,6 +478,8 @@ def _print_summary(report: dict[str, Any]) -> None:
         stderr.print(rows)
         for line in precision["kept_float32"]:
             stderr.print(Text(f"kept in float32: {line}"))
+        for line in precision["exact_in_half"]:
+            stderr.print(Text(f"not kept after all: {line}"))
         for line in precision["constants_clamped"]:
             stderr.print(Text(f"clamped: {line}"))
     stderr.print(f"{report['seconds']:.3f} s", markup=False)

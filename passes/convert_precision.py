@@ -377,6 +377,9 @@ class ConvertPrecisionPass(Pass):
         for op, why in named.items():
             if work.plans[op].kept:
                 result.note("kept_float32", f"{node_label(op)}: {why}")
+            else:  # freed by _compute_exact_in_half
+                what = "its values are its float16 inputs': it computes in float16 all the same"
+                result.note("exact_in_half", f"{node_label(op)}: {why}; {what}")
         self._assign(model, work)
         readers = self._readers(model, work)
         self._choose_constants(model, work, readers, result)

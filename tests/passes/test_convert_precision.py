@@ -725,6 +725,10 @@ def test_kept_ops_that_change_no_value_in_float16_compute_in_it(hi: float) -> No
     still = sorted(report.details("convert-precision", "kept_float32"))
     want = ["Relu -> e: measured"] + (["Clip -> c: measured"] if hi == 6.1 else [])
     assert still == sorted(want)
+    freed_notes = report.details("convert-precision", "exact_in_half")
+    assert [n.split(":")[0] for n in freed_notes] == ["Relu -> r"] + (
+        ["Clip -> c"] if hi == 6.0 else []
+    )
     assert _reads(freed, "r") == ["h"]  # no Cast between
     # the Cast both ways around the pair goes; with the Clip kept it moves after the Relu
     assert _ops(freed)["Cast"] == _ops(kept)["Cast"] - (2 if hi == 6.0 else 0)
