@@ -23,7 +23,7 @@ from onnxforge.api._mixed_precision import (
     choose_float32_ops,
     choose_float32_weights,
 )
-from onnxforge.api._mixed_runs import _batches
+from onnxforge.api._mixed_runs import MixedPrecision, _batches
 from onnxforge.api.compare import HALF_TOLERANCE, Saturating, range_error
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import from_proto, to_proto
@@ -715,6 +715,43 @@ def test_where_the_ops_leave_the_weights_no_room_the_weights_are_chosen_first(
     assert done.details.get("weights_compressed") == ["w1"]
     assert range_error(want, _evaluate(half, FEEDS[0]))[1] <= tolerance
     assert [op.op_type for op in model.graph.ops].count("Cast") == 0  # not changed
+
+
+@pytest.mark.parametrize(("tolerance", "stored"), [(2.5e-4, True), (1.5e-4, False)])
+def test_a_weight_kept_for_its_share_is_stored_half_where_the_whole_meets_the_budget(
+    tmp_path: Any, tolerance: float, stored: bool
+) -> None:
+    """The kept-weights steps choose float32 weights against a share of the budget (what
+    the ops leave, or WEIGHTS_FIRST_SHARE): a split to search by. Held float32 that way, w1
+    is stored half after all where the model measured so meets the budget: with a, s and
+    c1 kept it measures 1.5e-4 of d's range (caustic: a 49,280-value weight, 0.55x the
+    original)."""
+    model = _weight_on_the_grid_model()
+    found = choose_float32_ops(model, "float16", FEEDS, tolerance=2.5e-4, max_rounds=3)
+    assert set(found.keep) == {"a", "s", "c1"} and found.store_kept_weights
+    chooser = _Chooser(
+        model, DType.FLOAT16, FEEDS, tmp_path, tolerance=tolerance, keep_io_types=True
+    )
+    chooser.budget = tolerance
+    chooser._range()
+    chooser.store_kept_weights, chooser.float32_weights = True, {"w1": "its share"}
+    held = MixedPrecision(
+        dict(found.keep), {"d": 0.0}, 3, tolerance, store_kept_weights=True,
+        float32_weights={"w1": "its share"},
+    )  # fmt: skip
+    back = chooser._given_back(held)
+    assert back.float32_weights == ({} if stored else {"w1": "its share"})
+    assert (back is held) is not stored
+    if stored:
+        assert 1e-4 < back.errors["d"] <= tolerance and back.rounds == 4
+        half = from_proto(to_proto(model))
+        done = ConvertPrecisionPass(
+            "float16", keep_float32=back.keep, store_kept_weights=True, asked={},
+            float32_weights=back.float32_weights,
+        )(half)  # fmt: skip
+        assert done.details.get("weights_compressed") == ["w1"]
+        want = _evaluate(model, FEEDS[0])
+        assert range_error(want, _evaluate(half, FEEDS[0]))[1] <= tolerance
 
 
 def test_when_no_round_meets_the_budget_the_round_that_measured_least_stands(
