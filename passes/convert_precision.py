@@ -57,11 +57,10 @@ MULTIPLY_ACCUMULATE = frozenset(
 KEPT_NOTES = frozenset({"kept_float32", "weights_kept_float32"})
 """Notes of what stayed as it was: alone, they leave the model unmodified."""
 TYPE_ATTRIBUTES = ("to", "dtype")
-
+"""Attributes that name an op's output element type (Cast, RandomNormal, EyeLike, ...)."""
 EXACT_IN_HALF = frozenset({"Relu", "Clip", "MaxPool", "GlobalMaxPool", "Max", "Min", "Abs", "Neg"})
 """Ops each of whose output values is one of their inputs' (or its negation): fed values a
 half type holds, they compute in it exactly what float32 computes."""
-"""Attributes that name an op's output element type (Cast, RandomNormal, EyeLike, ...)."""
 EXACT = {DType.FLOAT16: {1, 11}, DType.BFLOAT16: {1, 11}, DType.FLOAT: {11}}
 """Wider float types that hold every value of a type: a Cast there and back is an identity."""
 ANY, JOINT = -1, -2
@@ -149,7 +148,10 @@ class ConvertPrecisionPass(Pass):
        BatchNormalization's variance of 4.8e7): noted as ``kept_float32`` with the reason,
        as are the ops of case 1 that stay. So are cheap ops (not ``MULTIPLY_ACCUMULATE``)
        that would compute in half between such ops alone: there half saves nothing and
-       costs Casts (``_keep_islands``).
+       costs Casts (``_keep_islands``). Last, in float16, an ``EXACT_IN_HALF`` op kept
+       for what it measured (``exact_free`` names it) whose inputs hold float16 values
+       already computes in float16 after all: the same values, without a Cast each way
+       (noted as ``exact_in_half``).
     3. Constants (initializers, Constant, ConstantOfShape values) are converted, clamped to
        the type's finite range (``constants_clamped``); a constant read in both types gets a
        sibling holding the other, never a Cast. Cast ``to`` and ``dtype`` attributes follow.
@@ -165,12 +167,14 @@ class ConvertPrecisionPass(Pass):
     ``keep_float32``: node names, first output names or op types of ops that stay as they are
     (noted like case 2, with the mapping's value as the reason when it is one). ``choose``
     adds to them from the model about to be converted: the automatic mixed precision
-    (``onnxforge.api.Calibration``), which runs it. ``store_kept_weights`` (or the
-    ``store_kept_weights`` of what ``choose`` returns, when it has one): the weights the ops
-    left in float32 read are then stored in ``dtype`` behind a Cast, as ``weights_only``
-    stores them, so the file halves while those ops compute in float32; but the weights of
-    the ops ``asked`` names (default: ``keep_float32``), which keep the original's, and
-    those ``float32_weights`` names (weight -> why: their rounding moves the outputs most).
+    (``onnxforge.api.Calibration``), which runs it; what it adds is ``exact_free`` too, but
+    its ``runtime_kept`` (what onnxruntime refuses in the half type). ``store_kept_weights``
+    (or the ``store_kept_weights`` of what ``choose`` returns, when it has one): the weights
+    the ops left in float32 read are then stored in ``dtype`` behind a Cast, as
+    ``weights_only`` stores them, so the file halves while those ops compute in float32; but
+    the weights of the ops ``asked`` names (default: ``keep_float32``), which keep the
+    original's, and those ``float32_weights`` names (weight -> why: their rounding moves the
+    outputs most).
 
     ``weights_only``: float32 initializers (and Constant values) of at least ``min_elements``
     (default: ``MIN_WEIGHT_ELEMENTS``, and only those whose half values save more bytes than
