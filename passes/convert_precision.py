@@ -602,6 +602,9 @@ class ConvertPrecisionPass(Pass):
             if not all(self._holds_half(graph, v, work) for v in op._inputs
                        if v is not None and v in work.orig):  # fmt: skip
                 continue
+            bounds = [op.attrs[k] for k in ("min", "max") if isinstance(op.attrs.get(k), float)]
+            if not _holds_exactly(np.array(bounds, np.float32), work.target):  # Clip-6's
+                continue
             half = self._plan(op, opset, work, functions, by_name=False)
             if half is not None and not half.kept:
                 work.plans[op] = half
@@ -614,9 +617,7 @@ class ConvertPrecisionPass(Pass):
             tensor = _tensor_of(graph, value)
             if tensor is None:
                 return False
-            array = tensor.numpy()
-            half = array.astype(_NUMPY[DType(work.target)])
-            return bool(np.array_equal(half.astype(array.dtype), array, equal_nan=True))
+            return _holds_exactly(tensor.numpy(), work.target)
         producer = graph.producer(value)
         plan = None if producer is None else work.plans.get(producer)
         if producer is None or plan is None or plan.kept:
@@ -948,6 +949,12 @@ def _as_is(op: Op, work: _Work, kept: str | None = None) -> _Plan:
         [None if v is None else work.orig.get(v) for v in op._outputs],
         kept,
     )
+
+
+def _holds_exactly(array: np.ndarray, dtype: int) -> bool:
+    """Whether the half type ``dtype`` holds every value of ``array`` as it is."""
+    half = array.astype(_NUMPY[DType(dtype)])
+    return bool(np.array_equal(half.astype(array.dtype), array, equal_nan=True))
 
 
 def _saves_bytes(name: str, tensor: Tensor, half_type: str, constant: bool) -> bool:

@@ -740,6 +740,28 @@ def test_kept_ops_that_change_no_value_in_float16_compute_in_it(hi: float) -> No
     _assert_close(run_onnxruntime(kept, feeds), run_onnxruntime(freed, feeds), 1e-3)
 
 
+@pytest.mark.parametrize("hi", [6.0, 6.1])
+def test_a_kept_clip_6_computes_in_float16_only_where_it_holds_its_bound_attributes(
+    hi: float,
+) -> None:
+    text = f"""<ir_version: 5, opset_import: ["" : 10]>
+    g (float[2,8] x) => (float[2,4] y) {{
+        h = MatMul (x, w1)
+        c = Clip <min = 0.0, max = {hi}> (h)
+        y = MatMul (c, w2)
+    }}"""
+    rng = np.random.default_rng(6)
+    weights = {"w1": 4 * rng.standard_normal((8, 32)).astype(np.float32),
+               "w2": rng.standard_normal((32, 4)).astype(np.float32)}  # fmt: skip
+    keep = {"c": "measured"}
+    _, kept = _convert(model_from_text(text, **weights), keep_float32=keep)
+    report, freed = _convert(model_from_text(text, **weights), keep_float32=keep, exact_free={"c"})
+    assert _reads(freed, "c") == (["h"] if hi == 6.0 else ["h_float32"])
+    feeds = {"x": rng.standard_normal((2, 8)).astype(np.float32)}
+    for a, b in zip(_reference(kept, feeds), _reference(freed, feeds), strict=True):
+        np.testing.assert_array_equal(b, a)
+
+
 def test_kept_ops_the_runtime_refuses_or_the_caller_names_stay_float32() -> None:
     weights = {
         "w1": np.ones((8, 32), np.float32), "w2": np.ones((32, 4), np.float32),
