@@ -28,7 +28,7 @@ from onnxforge.api.compare import HALF_TOLERANCE, Saturating, range_error
 from onnxforge.errors import OnnxForgeError
 from onnxforge.io import from_proto, to_proto
 from onnxforge.ir import DType, Model
-from onnxforge.passes import ConvertPrecisionPass
+from onnxforge.passes import ConvertPrecisionPass, PassResult
 from onnxforge.shape_infer import infer
 from onnxforge.testing import model_from_text, run_onnxruntime
 
@@ -613,11 +613,7 @@ g (float[4, 8] x) => (float[4, 16] d, float[4, 16] e) {
     assert {"a", "b", "d", "e"} <= set(found.keep)
     assert found.met and found.store_kept_weights
     assert sorted(found.float32_weights) == ["w1", "w2"]
-    half = from_proto(to_proto(model))
-    done = ConvertPrecisionPass(
-        "float16", keep_float32=found.keep, store_kept_weights=True, asked={},
-        float32_weights=found.float32_weights,
-    )(half)  # fmt: skip
+    done, half = _stored_as_chosen(model, found)
     assert done.details.get("weights_compressed") == ["w3"]
     for feeds in FEEDS:
         want = run_onnxruntime(to_proto(model), feeds)
@@ -629,6 +625,17 @@ g (float[4, 8] x) => (float[4, 16] d, float[4, 16] e) {
     )
     want = run_onnxruntime(to_proto(model), FEEDS[0])[0]
     assert range_error(want, run_onnxruntime(to_proto(everything), FEEDS[0])[0])[1] > 0.1
+
+
+def _stored_as_chosen(model: Model, found: MixedPrecision) -> tuple[PassResult, Model]:
+    """A float16 copy of ``model`` with what ``found`` keeps, the kept ops' weights stored
+    half but its ``float32_weights``."""
+    half = from_proto(to_proto(model))
+    done = ConvertPrecisionPass(
+        "float16", keep_float32=found.keep, store_kept_weights=True, asked={},
+        float32_weights=found.float32_weights,
+    )(half)  # fmt: skip
+    return done, half
 
 
 def _weight_on_the_grid_model() -> Model:
@@ -744,11 +751,7 @@ def test_a_weight_kept_for_its_share_is_stored_half_where_the_whole_meets_the_bu
     assert (back is held) is not stored
     if stored:
         assert 1e-4 < back.errors["d"] <= tolerance and back.rounds == 4
-        half = from_proto(to_proto(model))
-        done = ConvertPrecisionPass(
-            "float16", keep_float32=back.keep, store_kept_weights=True, asked={},
-            float32_weights=back.float32_weights,
-        )(half)  # fmt: skip
+        done, half = _stored_as_chosen(model, back)
         assert done.details.get("weights_compressed") == ["w1"]
         want = _evaluate(model, FEEDS[0])
         assert range_error(want, _evaluate(half, FEEDS[0]))[1] <= tolerance
