@@ -223,10 +223,7 @@ class _Chooser(_Runs):
             more = self._rounds(keep, self._convert(keep), max(1, max_rounds // 4))
             together = max(more.errors.values(), default=0.0)
             if together <= self.tolerance:
-                more.rounds += chosen.rounds + weights.rounds
-                more.store_kept_weights = True
-                more.float32_weights = dict(self.float32_weights)
-                return self._given_back(more)
+                return self._given_back(self._as_stored(more, chosen.rounds + weights.rounds))
             alone = max(weights.errors.values(), default=0.0)
             logger.info("mixed precision: with %d of %d kept weights float32: %.3g (alone %.3g)",
                         len(self.float32_weights), len(open_), together, alone)  # fmt: skip
@@ -292,10 +289,16 @@ class _Chooser(_Runs):
                     max(found.errors.values(), default=0.0), together, after, before)  # fmt: skip
         if not together <= self.tolerance or after >= before:
             return None  # it misses, or its ops keep more weights float32 than ``chosen``'s
-        last.rounds += chosen.rounds + weights.rounds + found.rounds
-        last.store_kept_weights = True
-        last.float32_weights = dict(weights.keep)
-        return self._given_back(last)
+        earlier = chosen.rounds + weights.rounds + found.rounds
+        return self._given_back(self._as_stored(last, earlier))  # float32_weights: weights'
+
+    def _as_stored(self, found: MixedPrecision, earlier: int) -> MixedPrecision:
+        """``found``, measured with the kept ops' weights stored half but
+        ``float32_weights``, marked so, its rounds counted after ``earlier`` ones."""
+        found.rounds += earlier
+        found.store_kept_weights = True
+        found.float32_weights = dict(self.float32_weights)
+        return found
 
     def _given_back(self, chosen: MixedPrecision) -> MixedPrecision:
         """``chosen`` (its kept ops' weights stored half but ``float32_weights``) with those
@@ -316,10 +319,7 @@ class _Chooser(_Runs):
             logger.info("mixed precision: %r stored %s too: %.3g", weight, _name(self.target),
                         worst)  # fmt: skip
             if worst <= self.tolerance:
-                trial.rounds += chosen.rounds
-                trial.store_kept_weights = True
-                trial.float32_weights = dict(self.float32_weights)
-                chosen = trial
+                chosen = self._as_stored(trial, chosen.rounds)
             else:
                 self.float32_weights[weight] = why
         return chosen
